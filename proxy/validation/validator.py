@@ -1,0 +1,272 @@
+"""EventValidator: checks one parsed OpenLineage event against the spec, on the hot path.
+
+Where it sits: ingest parses the body, then every event goes through
+``EventValidator.validate`` before authorization and routing (DESIGN.md §1). It works on
+the already-parsed dict, everything is compiled in ``__init__``, and the per-event work
+is one pydantic call for the core plus one per known facet.
+
+Facet rules (DESIGN.md §3 and the spec):
+
+* Every facet is an object with ``_producer`` and ``_schemaURL`` (both URIs). Job and
+  dataset facets may carry ``_deleted`` (boolean); a facet with ``_deleted: true`` is a
+  deletion marker and its body is not checked.
+* The facet's schema comes from its ``_schemaURL``: the ``#/$defs/X`` or
+  ``#/definitions/X`` name, else the file stem, whatever the version segment. A URL
+  naming a core base type (``OpenLineage.json#/$defs/RunFacet``) or anything unknown
+  makes a custom facet: only the base fields are checked (``strict=True`` rejects it).
+* When the ``_schemaURL`` names one spec facet but the facet sits under another spec
+  facet's conventional key in that container (``datasetType`` carrying
+  ``DatasetVersionDatasetFacet.json``), the key wins: the spec's own facet files bind
+  keys to definitions, and the official examples carry such copy-paste URLs.
+* A spec facet in the wrong container (a dataset facet under ``run.facets``) is still
+  checked against its own model; the core schema accepts the placement, so only
+  ``strict=True`` reports it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from pydantic import TypeAdapter, ValidationError
+
+from proxy.openlineage.kinds import EventKind, event_kind
+from proxy.validation.core import EVENT_MODELS
+from proxy.validation.extra_schemas import ExtraSchemas, issues_from_schema, split_schema_url
+from proxy.validation.facets import CompiledFacet, Container, SpecRegistry
+from proxy.validation.formats import URI_MESSAGE, is_uri
+from proxy.validation.issues import (
+    ValidationIssue,
+    escape_pointer_token,
+    issues_from_pydantic,
+)
+
+__all__ = ["MAX_ISSUES", "EventValidator"]
+
+MAX_ISSUES = 50
+"""Issues reported per event; past this the event is clearly broken and more is noise."""
+
+# Caches keyed by client-controlled strings are cleared when they reach this size, so a
+# client sending ever-new _schemaURLs cannot grow memory.
+_CACHE_LIMIT = 4096
+_MISSING = object()
+
+
+class _Resolution(NamedTuple):
+    """What a facet's (``_schemaURL``, key, container) resolves to."""
+
+    spec: CompiledFacet | None
+    extra: Any | None  # a compiled jsonschema-rs validator
+    misplaced: bool
+
+
+_CUSTOM = _Resolution(None, None, False)
+
+
+class EventValidator:
+    """Validate OpenLineage events (spec 2-0-2) and every facet whose schema is known."""
+
+    def __init__(self, *, strict: bool = False, extra_schema_dir: Path | None = None) -> None:
+        self._strict = strict
+        self._spec = SpecRegistry()
+        self._extra = ExtraSchemas(extra_schema_dir)
+        self._events: dict[EventKind, TypeAdapter[Any]] = {
+            kind: TypeAdapter(model) for kind, model in EVENT_MODELS.items()
+        }
+        self._resolutions: dict[tuple[str, str, Container], _Resolution] = {}
+        self._good_uris: set[str] = set()
+
+    def known_facet_names(self) -> frozenset[str]:
+        """Names of the facets this validator checks beyond the base fields."""
+        return self._spec.names() | self._extra.names()
+
+    def validate(self, event: object) -> list[ValidationIssue]:
+        """Every problem with ``event`` (``[]`` when valid). Never raises."""
+        issues: list[ValidationIssue] = []
+        try:
+            self._check_event(event, issues)
+        except Exception as exc:  # a validator that raises would turn bad input into a 500
+            issues.append(
+                ValidationIssue("", f"event could not be validated ({type(exc).__name__})")
+            )
+        return issues[:MAX_ISSUES]
+
+    # --- the event -------------------------------------------------------------------
+
+    def _check_event(self, event: object, issues: list[ValidationIssue]) -> None:
+        if not isinstance(event, dict):
+            issues.append(ValidationIssue("", "event must be a JSON object"))
+            return
+        kind = event_kind(event)
+        if kind is None:
+            issues.append(ValidationIssue("", "event must have run, job or dataset"))
+            return
+        try:
+            self._events[kind].validate_python(event)
+        except ValidationError as error:
+            issues.extend(issues_from_pydantic(error, ""))
+        if kind is EventKind.JOB and "dataset" in event:
+            # The official schema's oneOf matches both JobEvent and DatasetEvent here.
+            issues.append(ValidationIssue("/dataset", "a JobEvent must not also carry dataset"))
+
+        run = event.get("run")
+        if isinstance(run, dict):
+            self._check_facets(run, "facets", "/run", Container.RUN, issues)
+        job = event.get("job")
+        if isinstance(job, dict):
+            self._check_facets(job, "facets", "/job", Container.JOB, issues)
+        if kind is EventKind.DATASET:
+            dataset = event.get("dataset")
+            if isinstance(dataset, dict):
+                self._check_facets(dataset, "facets", "/dataset", Container.DATASET, issues)
+            return
+        for field, own_facets, own_container in (
+            ("inputs", "inputFacets", Container.INPUT),
+            ("outputs", "outputFacets", Container.OUTPUT),
+        ):
+            datasets = event.get(field)
+            if not isinstance(datasets, list):
+                continue
+            for index, dataset in enumerate(datasets):
+                if len(issues) >= MAX_ISSUES:
+                    return
+                if isinstance(dataset, dict):
+                    where = f"/{field}/{index}"
+                    self._check_facets(dataset, "facets", where, Container.DATASET, issues)
+                    self._check_facets(dataset, own_facets, where, own_container, issues)
+
+    # --- facets ----------------------------------------------------------------------
+
+    def _check_facets(
+        self,
+        owner: dict[str, Any],
+        field: str,
+        owner_pointer: str,
+        container: Container,
+        issues: list[ValidationIssue],
+    ) -> None:
+        facets = owner.get(field, _MISSING)
+        if facets is _MISSING:
+            return
+        where = f"{owner_pointer}/{field}"
+        if not isinstance(facets, dict):
+            issues.append(ValidationIssue(where, "must be an object"))
+            return
+        for key, facet in facets.items():
+            if len(issues) >= MAX_ISSUES:
+                return
+            self._check_facet(key, facet, where, container, issues)
+
+    def _check_facet(
+        self,
+        key: str,
+        facet: Any,
+        container_pointer: str,
+        container: Container,
+        issues: list[ValidationIssue],
+    ) -> None:
+        if not isinstance(facet, dict):
+            issues.append(
+                ValidationIssue(
+                    f"{container_pointer}/{escape_pointer_token(key)}", "facet must be an object"
+                )
+            )
+            return
+        schema_url = facet.get("_schemaURL", _MISSING)
+        base_ok = self._check_uri_field(facet, "_producer", key, container_pointer, issues)
+        base_ok &= self._check_uri_field(facet, "_schemaURL", key, container_pointer, issues)
+        if container is Container.JOB or container is Container.DATASET:
+            deleted = facet.get("_deleted", False)
+            if deleted is True:
+                return  # a deletion marker carries no body
+            if deleted is not False:
+                issues.append(
+                    ValidationIssue(
+                        self._at(container_pointer, key, "_deleted"), "must be a boolean"
+                    )
+                )
+        if not isinstance(schema_url, str):
+            return
+        resolution = self._resolve(schema_url, key, container)
+        if resolution.spec is not None:
+            try:
+                resolution.spec.adapter.validate_python(facet)
+            except ValidationError as error:
+                issues.extend(issues_from_pydantic(error, self._at(container_pointer, key)))
+            if resolution.misplaced and self._strict:
+                issues.append(
+                    ValidationIssue(
+                        self._at(container_pointer, key),
+                        f"{resolution.spec.name} belongs in {resolution.spec.container}, "
+                        f"not {container}",
+                    )
+                )
+        elif resolution.extra is not None:
+            issues.extend(
+                issues_from_schema(resolution.extra, facet, self._at(container_pointer, key))
+            )
+        elif self._strict and base_ok:
+            issues.append(
+                ValidationIssue(
+                    self._at(container_pointer, key, "_schemaURL"),
+                    f"unknown facet schema {schema_url}",
+                )
+            )
+
+    def _check_uri_field(
+        self,
+        facet: dict[str, Any],
+        field: str,
+        key: str,
+        container_pointer: str,
+        issues: list[ValidationIssue],
+    ) -> bool:
+        value = facet.get(field, _MISSING)
+        if value.__class__ is str and value in self._good_uris:
+            return True
+        if value is _MISSING:
+            message = "field required"
+        elif not isinstance(value, str):
+            message = "must be a string"
+        elif not is_uri(value):
+            message = URI_MESSAGE
+        else:
+            if len(self._good_uris) >= _CACHE_LIMIT:
+                self._good_uris.clear()
+            self._good_uris.add(value)
+            return True
+        issues.append(ValidationIssue(self._at(container_pointer, key, field), message))
+        return False
+
+    @staticmethod
+    def _at(container_pointer: str, key: str, field: str | None = None) -> str:
+        where = f"{container_pointer}/{escape_pointer_token(key)}"
+        return where if field is None else f"{where}/{field}"
+
+    def _resolve(self, schema_url: str, key: str, container: Container) -> _Resolution:
+        cache_key = (schema_url, key, container)
+        resolution = self._resolutions.get(cache_key)
+        if resolution is None:
+            resolution = self._resolve_uncached(schema_url, key, container)
+            if len(self._resolutions) >= _CACHE_LIMIT:
+                self._resolutions.clear()
+            self._resolutions[cache_key] = resolution
+        return resolution
+
+    def _resolve_uncached(self, schema_url: str, key: str, container: Container) -> _Resolution:
+        document, stem, definition = split_schema_url(schema_url)
+        extra = self._extra.by_id(document, definition)
+        if extra is not None:
+            return _Resolution(None, extra, False)
+        spec = (definition and self._spec.by_schema_name(definition, container)) or (
+            self._spec.by_schema_name(stem, container)
+        )
+        if spec is not None:
+            conventional = self._spec.by_key.get((container, key))
+            if conventional is not None:
+                spec = conventional
+            return _Resolution(spec, None, spec.container is not container)
+        extra = self._extra.by_file(document, definition)
+        if extra is not None:
+            return _Resolution(None, extra, False)
+        return _CUSTOM
