@@ -127,3 +127,80 @@ class Oracle:
         dataset = event.get("dataset")
         if isinstance(dataset, dict) and "facets" in dataset:
             yield Container.DATASET, dataset["facets"]
+
+
+def _facet(schema_url: str, **body: Any) -> dict[str, Any]:
+    return {"_producer": PRODUCER, "_schemaURL": schema_url, **body}
+
+
+_FACETS = "https://openlineage.io/spec/facets"
+
+
+def reference_run_event() -> dict[str, Any]:
+    """The ~2.5 KB reference RunEvent of DESIGN.md §7: a Spark action with 7 standard facets."""
+    event = valid_run_event()
+    event["eventType"] = "COMPLETE"
+    event["run"]["facets"] = {
+        "parent": _facet(
+            f"{_FACETS}/1-1-0/ParentRunFacet.json#/$defs/ParentRunFacet",
+            run={"runId": "0190f3a5-1b2c-7d3e-8f40-5a6b7c8d9e0f"},
+            job={"namespace": "spark", "name": "app"},
+        ),
+        "processing_engine": _facet(
+            f"{_FACETS}/1-1-1/ProcessingEngineRunFacet.json#/$defs/ProcessingEngineRunFacet",
+            version="3.5.1",
+            name="spark",
+            openlineageAdapterVersion="1.23.0",
+        ),
+    }
+    event["job"]["facets"] = {
+        "jobType": _facet(
+            f"{_FACETS}/2-0-3/JobTypeJobFacet.json#/$defs/JobTypeJobFacet",
+            processingType="BATCH",
+            integration="SPARK",
+            jobType="SQL_JOB",
+        ),
+    }
+    event["inputs"][0]["facets"] = {
+        "schema": _facet(
+            f"{_FACETS}/1-1-1/SchemaDatasetFacet.json#/$defs/SchemaDatasetFacet",
+            fields=[
+                {"name": "id", "type": "long"},
+                {"name": "name", "type": "string"},
+                {"name": "amount", "type": "decimal(10,2)"},
+            ],
+        ),
+        "dataSource": _facet(
+            f"{_FACETS}/1-0-1/DatasourceDatasetFacet.json#/$defs/DatasourceDatasetFacet",
+            name="file",
+            uri="file:///in",
+        ),
+    }
+    event["outputs"][0]["facets"] = {
+        "columnLineage": _facet(
+            f"{_FACETS}/1-2-0/ColumnLineageDatasetFacet.json#/$defs/ColumnLineageDatasetFacet",
+            fields={
+                column: {
+                    "inputFields": [
+                        {
+                            "namespace": "file",
+                            "name": "/in",
+                            "field": column,
+                            "transformations": [
+                                {"type": "DIRECT", "subtype": "IDENTITY", "masking": False}
+                            ],
+                        }
+                    ]
+                }
+                for column in ("id", "name", "amount")
+            },
+        ),
+    }
+    event["outputs"][0]["outputFacets"] = {
+        "outputStatistics": _facet(
+            f"{_FACETS}/1-0-2/OutputStatisticsOutputDatasetFacet.json#/$defs/OutputStatisticsOutputDatasetFacet",
+            rowCount=1000,
+            size=65536,
+        ),
+    }
+    return event
