@@ -1,0 +1,53 @@
+"""Time EventValidator on the ~2.5 KB reference RunEvent (7 standard facets).
+
+Not a test (no timing assertions in tests): run it by hand, or from bench/.
+
+    .venv/bin/python tests/unit/validation/time_validator.py
+
+Prints JSON: event size, µs/event for orjson parse alone and for validate(), and the
+ratio of the two (DESIGN.md §7 asks for ratios; absolute figures on shared machines drift).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import timeit
+from pathlib import Path
+
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+
+from proxy.validation import EventValidator
+from tests.unit.validation.spec_oracle import reference_run_event
+
+
+def main() -> None:
+    body = orjson.dumps(reference_run_event())
+    event = orjson.loads(body)
+    validator = EventValidator()
+    assert validator.validate(event) == [], validator.validate(event)
+    rounds = 20_000
+
+    def best(statement: object) -> float:
+        runs = timeit.repeat(statement, number=rounds, repeat=5)  # type: ignore[arg-type]
+        return min(runs) / rounds * 1e6
+
+    parse_us = best(lambda: orjson.loads(body))
+    validate_us = best(lambda: validator.validate(event))
+    print(
+        json.dumps(
+            {
+                "event_bytes": len(body),
+                "facets": 7,
+                "orjson_parse_us": round(parse_us, 2),
+                "validate_us": round(validate_us, 2),
+                "validate_over_parse": round(validate_us / parse_us, 2),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
