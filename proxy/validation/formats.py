@@ -59,7 +59,8 @@ DATE_TIME_MESSAGE = "not a valid RFC 3339 date-time"
 # pydantic reports a failed pattern with the pattern itself; this turns it back into words.
 PATTERN_MESSAGES = {UUID_PATTERN: UUID_MESSAGE, URI_PATTERN: URI_MESSAGE}
 
-_URI_RE = re.compile(URI_PATTERN)
+# fullmatch on the unanchored text: Python's "$" would also match before a final "\n".
+_URI_RE = re.compile(URI_PATTERN[1:-1])
 # RFC 3339 §5.6: full-date "T" full-time, offset mandatory; "T" and "Z" may be lower case.
 _DATE_TIME_RE = re.compile(
     r"(\d{4})-(0[1-9]|1[0-2])-(\d{2})[Tt]([01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d+)?"
@@ -70,7 +71,7 @@ _DATE_TIME_RE = re.compile(
 
 def is_uri(value: str) -> bool:
     """True when ``value`` is an RFC 3986 URI (scheme required)."""
-    return _URI_RE.match(value) is not None
+    return _URI_RE.fullmatch(value) is not None
 
 
 def is_date_time(value: str) -> bool:

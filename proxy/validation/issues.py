@@ -60,6 +60,7 @@ _TYPE_MESSAGES = {
     "extra_forbidden": "unexpected property",
     "union_tag_not_found": "field required",
     "recursion_loop": "nested too deeply",
+    "recursion_depth_exceeded": "nested too deeply",
 }
 
 
