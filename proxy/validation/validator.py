@@ -21,6 +21,15 @@ Facet rules (DESIGN.md §3 and the spec):
 * A spec facet in the wrong container (a dataset facet under ``run.facets``) is still
   checked against its own model; the core schema accepts the placement, so only
   ``strict=True`` reports it.
+
+Where we knowingly differ from the official schemas (tests pin both sides):
+
+* ``_deleted: true`` skips the body check (the files would still demand e.g.
+  ``datasetVersion``); a deletion marker has nothing to validate.
+* A JobEvent that also carries ``dataset`` is rejected at ``/dataset``; the official
+  ``oneOf`` rejects it only when that dataset happens to be valid.
+* Integers must be JSON integers: ``1.0`` is rejected where JSON Schema accepts it, and a
+  trailing newline never passes as part of a URI or date-time.
 """
 
 from __future__ import annotations

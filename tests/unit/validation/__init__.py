@@ -1,0 +1,1 @@
+"""Tests for proxy.validation: spec examples, invalid corpus, facet rules, formats."""
