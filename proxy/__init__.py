@@ -1,3 +1,3 @@
-"""lineage-proxy: accept OpenLineage events over HTTP, validate them, and make them durable in Kafka."""
+"""lineage-proxy: accept OpenLineage events over HTTP, validate them, make them durable."""
 
 __version__ = "0.1.0"

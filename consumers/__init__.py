@@ -1,0 +1,1 @@
+"""Daemons that read lineage topics and deliver to Marquez, Egeria, DataHub, HTTP, archive."""

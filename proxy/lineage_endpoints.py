@@ -1,0 +1,147 @@
+"""``POST …/api/v1/lineage`` and ``POST …/api/v1/lineage/batch``.
+
+Answers follow OpenLineage.yml: a single event gets 200 once every durable destination
+holds it; a batch gets a summary with per-index failures, and one bad event never sinks
+the good ones beside it. Pointers in batch failures are into the whole body (``/3/run/runId``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from proxy.auth import Authenticator, Principal
+from proxy.config import ProxyConfig
+from proxy.destinations import DeliveryError
+from proxy.http_errors import RequestError, detail
+from proxy.ingest import parse_json, read_body
+from proxy.pipeline import EventPipeline, Rejection
+
+__all__ = ["AUTHENTICATOR", "CONFIG", "PIPELINE", "post_batch", "post_event"]
+
+CONFIG = web.AppKey("config", ProxyConfig)
+PIPELINE = web.AppKey("pipeline", EventPipeline)
+AUTHENTICATOR = web.AppKey("authenticator", Authenticator)
+
+# Yield to the loop this often while checking a large batch, so one batch cannot starve
+# every other request of the event loop.
+_YIELD_EVERY = 64
+
+
+def _json(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(
+        status=status, body=orjson.dumps(body), content_type="application/json", headers=headers
+    )
+
+
+def _retry_after(request: web.Request) -> dict[str, str]:
+    return {"Retry-After": str(request.app[CONFIG].server.retry_after_seconds)}
+
+
+async def _read_json(request: web.Request) -> tuple[Any, Principal]:
+    principal = request.app[AUTHENTICATOR].authenticate(request.headers.get("Authorization"))
+    body = await read_body(request, request.app[CONFIG].server)
+    return parse_json(body, request.content_type if request.body_exists else ""), principal
+
+
+def _delivery_failure(error: DeliveryError) -> Rejection:
+    if error.retriable:
+        return Rejection(503, "unavailable", f"not stored, retry later: {error}", retriable=True)
+    return Rejection(422, "undeliverable", f"a destination refused the event: {error}")
+
+
+async def post_event(request: web.Request) -> web.Response:
+    event, principal = await _read_json(request)
+    pipeline = request.app[PIPELINE]
+    rejection = pipeline.check(event, principal)
+    if rejection is None:
+        try:
+            await pipeline.deliver(event)
+            return _json(200, {"status": "success"})
+        except DeliveryError as error:
+            rejection = _delivery_failure(error)
+    headers = _retry_after(request) if rejection.retriable else None
+    raise RequestError(
+        rejection.status,
+        rejection.error,
+        rejection.details,
+        headers=headers,
+        reason=rejection.reason,
+    )
+
+
+async def post_batch(request: web.Request) -> web.Response:
+    events, principal = await _read_json(request)
+    if not isinstance(events, list):
+        raise RequestError(
+            400,
+            "a batch must be a JSON array of events",
+            [detail("", f"got a JSON {type(events).__name__}")],
+            reason="invalid",
+        )
+    limit = request.app[CONFIG].server.max_batch_events
+    if len(events) > limit:
+        raise RequestError(413, f"a batch may hold at most {limit} events", reason="too_large")
+
+    pipeline = request.app[PIPELINE]
+    failures: dict[int, Rejection] = {}
+    valid: list[int] = []
+    for index, event in enumerate(events):
+        if index and index % _YIELD_EVERY == 0:
+            await asyncio.sleep(0)
+        rejection = pipeline.check(event, principal)
+        if rejection is None:
+            valid.append(index)
+        else:
+            failures[index] = rejection
+
+    outcomes = await asyncio.gather(
+        *(pipeline.deliver(events[i]) for i in valid), return_exceptions=True
+    )
+    for index, outcome in zip(valid, outcomes, strict=True):
+        if isinstance(outcome, DeliveryError):
+            failures[index] = _delivery_failure(outcome)
+        elif isinstance(outcome, BaseException):
+            raise outcome
+    for rejection in failures.values():
+        pipeline.metrics.rejected.labels(rejection.reason).inc()
+    return _batch_response(request, len(events), failures)
+
+
+def _batch_response(
+    request: web.Request, received: int, failures: dict[int, Rejection]
+) -> web.Response:
+    retriable = sum(1 for r in failures.values() if r.retriable)
+    summary = {
+        "received": received,
+        "successful": received - len(failures),
+        "failed": len(failures),
+        "retriable": retriable,
+        "non_retriable": len(failures) - retriable,
+    }
+    failed_events = [
+        {
+            "index": index,
+            "reason": rejection.error,
+            "retriable": rejection.retriable,
+            "status": rejection.status,
+            "details": [detail(f"/{index}{d['pointer']}", d["message"]) for d in rejection.details],
+        }
+        for index, rejection in sorted(failures.items())
+    ]
+    body: dict[str, Any] = {"summary": summary, "failed_events": failed_events}
+    if not failures:
+        return _json(200, {"status": "success", **body})
+    if summary["successful"]:
+        return _json(200, {"status": "partial_success", **body})
+    # Nothing was stored: say so with a status the client acts on (retry or fix).
+    if retriable:
+        return _json(
+            503,
+            {"status": "failure", "error": "no event was stored", **body},
+            _retry_after(request),
+        )
+    return _json(400, {"status": "failure", "error": "no event was accepted", **body})

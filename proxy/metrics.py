@@ -1,0 +1,53 @@
+"""Prometheus metrics of one proxy process, in a registry owned by the app (no globals)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+__all__ = ["ProxyMetrics"]
+
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+
+
+class ProxyMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.accepted = Counter(
+            "lineage_proxy_events_accepted",
+            "Events acknowledged to the client after every durable destination took them.",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.rejected = Counter(
+            "lineage_proxy_events_rejected",
+            "Events or requests refused, by reason.",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.delivery_seconds = Histogram(
+            "lineage_proxy_delivery_seconds",
+            "Time from hand-over to a destination until it confirmed the event.",
+            ["destination"],
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.delivery_failures = Counter(
+            "lineage_proxy_delivery_failures",
+            "Deliveries a destination refused or timed out, by destination.",
+            ["destination", "retriable"],
+            registry=self.registry,
+        )
+        self.in_flight = Gauge(
+            "lineage_proxy_in_flight_events",
+            "Events handed to destinations and not yet confirmed.",
+            registry=self.registry,
+        )
+        self.requests = Counter(
+            "lineage_proxy_http_requests",
+            "HTTP requests by endpoint and status.",
+            ["endpoint", "status"],
+            registry=self.registry,
+        )
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)

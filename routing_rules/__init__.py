@@ -1,0 +1,1 @@
+"""The rule language that decides where each event goes (YAML → compiled router)."""

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Install into ./.venv with the test and Spark extras, lint, and run the whole suite
+# (unit, integration against a real broker, end-to-end with real PySpark).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/venv.sh dev,spark
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+status=0
+.venv/bin/python -m pytest "$@" || status=$?
+if [ "$status" -eq 5 ]; then
+  # pytest's "no tests collected": a suite that ran nothing is broken, not green.
+  echo "test.sh: pytest collected no tests" >&2
+  exit 1
+fi
+exit "$status"

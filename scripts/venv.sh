@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Create ./.venv if needed and install the project into it (editable) with the given
+# extras, e.g. `scripts/venv.sh dev,spark`. The one place that knows how we install.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+extras="${1:-}"
+python="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  "$python" -m venv .venv
+  .venv/bin/python -m pip install --quiet --upgrade pip
+fi
+spec="."
+[ -n "$extras" ] && spec=".[${extras}]"
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e "$spec" >&2

@@ -1,0 +1,62 @@
+"""Fixtures shared by the whole suite: one real broker per session, proxies on loopback."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestServer
+
+from proxy.app import create_app, server_options
+from proxy.config import ProxyConfig, load_config
+from proxy.embedded_broker import EmbeddedBroker
+
+REPO = Path(__file__).resolve().parents[1]
+SPEC_DIR = REPO.parent / "shared" / "openlineage-spec"
+
+
+@pytest.fixture(scope="session")
+def broker() -> Iterator[EmbeddedBroker]:
+    """A real Kafka-protocol broker (Tansu) for the whole test session."""
+    with EmbeddedBroker() as running:
+        yield running
+
+
+@pytest.fixture
+def topic() -> str:
+    """A fresh topic name per test so tests never read each other's events."""
+    return f"test.{uuid.uuid4().hex[:12]}"
+
+
+def proxy_config(bootstrap: str, topic: str, **sections: dict[str, Any]) -> ProxyConfig:
+    """The default config.yaml, pointed at ``bootstrap``/``topic``, with section overrides."""
+    base = load_config(REPO / "config.yaml", environ={})
+    data = base.model_dump()
+    data["kafka"].update(bootstrap_servers=bootstrap, topic=topic)
+    for section, values in sections.items():
+        data.setdefault(section, {}).update(values)
+    return ProxyConfig.model_validate(data)
+
+
+ProxyFactory = Callable[..., Any]
+
+
+@pytest.fixture
+def start_proxy(broker: EmbeddedBroker, topic: str) -> ProxyFactory:
+    """``async with start_proxy(**sections) as url:`` — a real proxy on a loopback port."""
+
+    @asynccontextmanager
+    async def start(**sections: dict[str, Any]) -> AsyncIterator[str]:
+        config = proxy_config(broker.bootstrap_servers, topic, **sections)
+        server = TestServer(create_app(config), host="127.0.0.1")
+        await server.start_server(**server_options(config))
+        try:
+            yield str(server.make_url("")).rstrip("/")
+        finally:
+            await server.close()
+
+    return start

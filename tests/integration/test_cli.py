@@ -1,0 +1,134 @@
+"""The ``lineage-proxy`` command as users run it: a real process, real signals."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+import requests
+
+from tests.conftest import REPO
+from tests.kafka_reader import read_topic
+from tests.sample_events import rich_run_event, run_event
+
+pytestmark = pytest.mark.integration
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _cli(*args: str, env: dict[str, str] | None = None, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "proxy", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+        timeout=60,
+        **kw,
+    )
+
+
+def _wait_until_ready(url: str, process: subprocess.Popen, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert process.poll() is None, process.stderr.read() if process.stderr else ""
+        try:
+            if requests.get(f"{url}/readyz", timeout=1).status_code == 200:
+                return
+        except requests.ConnectionError:
+            pass
+        time.sleep(0.1)
+    raise TimeoutError(f"proxy at {url} not ready")
+
+
+def test_serve_with_env_overrides_delivers_then_drains_on_sigterm(broker, topic):
+    port = _free_port()
+    env = {
+        **os.environ,
+        "LINEAGE_PROXY__SERVER__PORT": str(port),
+        "LINEAGE_PROXY__KAFKA__BOOTSTRAP_SERVERS": broker.bootstrap_servers,
+        "LINEAGE_PROXY__KAFKA__TOPIC": topic,
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "proxy", "serve", "--config", "config.yaml"],
+        cwd=REPO,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        _wait_until_ready(url, process)
+        resp = requests.post(f"{url}/api/v1/lineage", json=rich_run_event(), timeout=10)
+        assert resp.status_code == 200
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+        assert "draining" in (process.stderr.read() if process.stderr else "")
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert len(read_topic(broker.bootstrap_servers, topic, expect=1)) == 1
+
+
+def test_serve_embedded_starts_its_own_broker(tmp_path: Path):
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "proxy", "serve", "--config", "config.yaml", "--port", str(port)],
+        cwd=REPO,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        _wait_until_ready(url, process)
+        assert requests.post(f"{url}/api/v1/lineage", json=run_event(), timeout=10).ok
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+
+
+def test_bad_config_fails_at_start_naming_file_line_and_key(tmp_path: Path):
+    config = tmp_path / "bad.yaml"
+    config.write_text("server:\n  port: 5000\n  hots: 0.0.0.0\nkafka:\n  topic: 7\n")
+    result = _cli("serve", "--config", str(config))
+    assert result.returncode == 2
+    assert f"{config}:3: server.hots: unknown key" in result.stderr
+    assert f"{config}:5: kafka.topic" in result.stderr
+
+
+def test_bad_env_override_is_named(tmp_path: Path):
+    result = _cli("serve", "--config", "config.yaml", env={"LINEAGE_PROXY__SERVER__PORT": "x"})
+    assert result.returncode == 2
+    assert "environment LINEAGE_PROXY__SERVER__PORT: server.port" in result.stderr
+
+
+def test_validate_prints_pointers_and_exits_1_on_invalid(tmp_path: Path):
+    good, bad, batch = tmp_path / "good.json", tmp_path / "bad.json", tmp_path / "batch.json"
+    good.write_bytes(orjson.dumps(rich_run_event()))
+    broken = run_event()
+    broken["run"]["runId"] = "nope"
+    bad.write_bytes(orjson.dumps(broken))
+    batch.write_bytes(orjson.dumps([run_event(), broken]))
+    ok = _cli("validate", str(good))
+    assert ok.returncode == 0 and "valid" in ok.stdout
+    result = _cli("validate", str(good), str(bad), str(batch))
+    assert result.returncode == 1
+    assert f"{bad}: /run/runId:" in result.stdout
+    assert f"{batch}: /1/run/runId:" in result.stdout
+
+
+def test_help_is_available_for_every_command():
+    for args in ([], ["serve"], ["validate"]):
+        result = _cli(*args, "--help")
+        assert result.returncode == 0 and "usage:" in result.stdout
