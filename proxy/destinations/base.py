@@ -10,11 +10,20 @@ __all__ = ["DeliveryError", "Destination"]
 class DeliveryError(Exception):
     """A destination did not take an event. ``retriable`` says whether trying later may work."""
 
-    def __init__(self, destination: str, reason: str, *, retriable: bool) -> None:
+    def __init__(
+        self,
+        destination: str,
+        reason: str,
+        *,
+        retriable: bool,
+        retry_after: float | None = None,
+    ) -> None:
         super().__init__(f"{destination}: {reason}")
         self.destination = destination
         self.reason = reason
         self.retriable = retriable
+        # Seconds the destination asked us to wait before trying again (HTTP Retry-After).
+        self.retry_after = retry_after
 
 
 @runtime_checkable

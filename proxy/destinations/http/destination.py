@@ -1,0 +1,121 @@
+"""Deliver OpenLineage events over HTTP to one target, through one aiohttp session.
+
+Used by the consumer daemons and by the proxy's routing ``http`` destination. The target
+(:mod:`proxy.destinations.http.target` and its kinds) knows the URL, auth and how to judge
+an answer; this module knows HTTP: sending, timeouts, connection errors and
+``Retry-After``. It does not retry: wrap it in
+:class:`proxy.destinations.retry.RetryingDestination` (see :func:`http_destination`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import aiohttp
+
+from proxy.destinations.base import DeliveryError
+from proxy.destinations.http.target import HttpTarget
+
+__all__ = ["EXCERPT_BYTES", "HttpDeliveryError", "HttpDestination", "parse_retry_after"]
+
+# How much of a refusing answer is kept for logs and dead-letter headers.
+EXCERPT_BYTES = 512
+
+
+class HttpDeliveryError(DeliveryError):
+    """A target refused or did not answer; carries the HTTP status and a body excerpt."""
+
+    def __init__(
+        self,
+        destination: str,
+        reason: str,
+        *,
+        retriable: bool,
+        status: int | None = None,
+        excerpt: str = "",
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(destination, reason, retriable=retriable, retry_after=retry_after)
+        self.status = status
+        self.excerpt = excerpt
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    """Seconds from a ``Retry-After`` header: delta-seconds or an HTTP date."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+class HttpDestination:
+    """POST events to ``target.endpoint()``; one at a time, or as a JSON array."""
+
+    durable = False
+
+    def __init__(self, name: str, target: HttpTarget) -> None:
+        self.name = name
+        self.target = target
+        self._url: str = target.endpoint()
+        self._headers: dict[str, str] = target.request_headers()
+        self._session: aiohttp.ClientSession | None = None
+
+    async def start(self) -> None:
+        self._session = aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=self.target.timeout_seconds),
+            connector=aiohttp.TCPConnector(limit=self.target.max_connections),
+        )
+
+    async def deliver(self, event: dict[str, Any], payload: bytes) -> None:
+        await self._post(payload)
+
+    async def deliver_batch(
+        self, events: Sequence[dict[str, Any]], payloads: Sequence[bytes]
+    ) -> None:
+        """POST ``payloads`` as one JSON array; all of them succeed or fail together."""
+        await self._post(b"[" + b",".join(payloads) + b"]")
+
+    async def _post(self, body: bytes) -> None:
+        if self._session is None:
+            raise RuntimeError(f"{self.name}: destination not started")
+        try:
+            async with self._session.post(self._url, data=body, headers=self._headers) as resp:
+                answer = await resp.read()
+                status = resp.status
+                retry_after = parse_retry_after(resp.headers.get("Retry-After"))
+        except TimeoutError as exc:
+            raise HttpDeliveryError(
+                self.name, f"no answer within {self.target.timeout_seconds}s", retriable=True
+            ) from exc
+        except aiohttp.ClientError as exc:
+            raise HttpDeliveryError(self.name, f"connection failed: {exc}", retriable=True) from exc
+        verdict = self.target.judge(status, answer)
+        if not verdict.accepted:
+            raise HttpDeliveryError(
+                self.name,
+                verdict.reason,
+                retriable=verdict.retriable,
+                status=status,
+                excerpt=answer[:EXCERPT_BYTES].decode("utf-8", "replace"),
+                retry_after=retry_after if verdict.retriable else None,
+            )
+
+    async def ready(self) -> bool:
+        return self._session is not None and not self._session.closed
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            # Let the connector's transports finish closing (aiohttp's advice).
+            await asyncio.sleep(0)
+            self._session = None

@@ -1,0 +1,144 @@
+"""What every HTTP target shares: connection settings, auth, and the common status rules.
+
+A target (generic HTTP, Marquez, Egeria, DataHub) is one pydantic model in its own module:
+its settings plus its knowledge — :meth:`HttpTarget.endpoint` (the path) and
+:meth:`HttpTarget.judge` (success, retriable or permanent failure from status and body).
+Auth is shared here because Bearer and basic mean the same thing to every target.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+from proxy.destinations.retry import RetryConfig
+
+__all__ = [
+    "ACCEPTED",
+    "BasicAuth",
+    "BearerAuth",
+    "HttpTarget",
+    "Verdict",
+    "judge_status",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """A target's answer, judged: accepted, or refused and whether trying again may help."""
+
+    accepted: bool
+    retriable: bool = False
+    reason: str = ""
+
+
+ACCEPTED = Verdict(True)
+
+# Statuses that say "not now" rather than "never": overload, throttling, timeouts.
+_RETRIABLE = {408, 425, 429}
+# Statuses that say the *daemon* is misconfigured (token, URL), not that the event is bad:
+# dead-lettering every event for them would empty the stream into the DLQ, so they are
+# retried (the circuit breaker paces it) until an operator fixes the config.
+_CONFIGURATION = {401, 403, 404, 405, 407}
+
+
+def judge_status(status: int) -> Verdict:
+    """The rules every target starts from: 2xx accepted; 5xx, 408, 425, 429 retriable."""
+    if 200 <= status < 300:
+        return ACCEPTED
+    if status >= 500 or status in _RETRIABLE:
+        return Verdict(False, True, f"HTTP {status}")
+    if status in _CONFIGURATION:
+        return Verdict(False, True, f"HTTP {status}: check the target's URL and credentials")
+    return Verdict(False, False, f"HTTP {status}")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _secret(value: SecretStr | None, env: str | None, what: str) -> str:
+    if value is not None:
+        return value.get_secret_value()
+    secret = os.environ.get(env or "")
+    if not secret:
+        raise ValueError(f"{what}: environment variable {env} is not set")
+    return secret
+
+
+class BearerAuth(_Strict):
+    type: Literal["bearer"]
+    # The token itself, or the name of an environment variable holding it.
+    token: SecretStr | None = None
+    token_env: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> BearerAuth:
+        if (self.token is None) == (self.token_env is None):
+            raise ValueError("give exactly one of token or token_env")
+        return self
+
+    def header(self) -> str:
+        return f"Bearer {_secret(self.token, self.token_env, 'bearer auth')}"
+
+
+class BasicAuth(_Strict):
+    type: Literal["basic"]
+    username: str
+    password: SecretStr | None = None
+    password_env: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> BasicAuth:
+        if (self.password is None) == (self.password_env is None):
+            raise ValueError("give exactly one of password or password_env")
+        return self
+
+    def header(self) -> str:
+        password = _secret(self.password, self.password_env, "basic auth")
+        return "Basic " + base64.b64encode(f"{self.username}:{password}".encode()).decode()
+
+
+class HttpTarget(_Strict):
+    """Settings every HTTP target has; subclasses add a ``kind`` and their knowledge."""
+
+    kind: str
+    # Base URL of the target (the target's module appends its path), or for the generic
+    # target the full endpoint URL.
+    url: str
+    headers: dict[str, str] = Field(default_factory=dict)
+    auth: Annotated[BearerAuth | BasicAuth, Field(discriminator="type")] | None = None
+    timeout_seconds: Annotated[float, Field(gt=0)] = 10.0
+    max_connections: Annotated[int, Field(ge=1)] = 64
+    retry: RetryConfig = Field(default_factory=RetryConfig)
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str) -> str:
+        if not url.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return url.rstrip("/")
+
+    # Events per POST; above 1 the body is a JSON array. Only targets that take arrays
+    # allow more than 1 (see GenericHttpTarget).
+    @property
+    def batch_max_events(self) -> int:
+        return 1
+
+    def endpoint(self) -> str:
+        """The URL events are POSTed to."""
+        return self.url
+
+    def request_headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json", **self.headers}
+        if self.auth is not None:
+            headers["Authorization"] = self.auth.header()
+        return headers
+
+    def judge(self, status: int, body: bytes) -> Verdict:
+        """Tell success, retriable and permanent failure apart; targets refine this."""
+        return judge_status(status)

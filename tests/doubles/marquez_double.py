@@ -1,0 +1,68 @@
+"""A double of Marquez's lineage API, reproducing its documented answers.
+
+- ``POST /api/v1/lineage`` → 201, empty body, after "the DB write" (the event is kept).
+- 422 with ``{"errors": [...]}`` when a required field (eventTime, producer, schemaURL,
+  run.runId, job.namespace, job.name) is missing or null.
+- 400 for a bad value: an unknown ``eventType`` or a ``runId`` that is not a UUID.
+- Malformed JSON → HTTP **500** with body ``{"code":400,"message":"Unable to process JSON"}``.
+- No idempotency: the same event posted twice is stored twice (``.events`` shows it).
+- ``GET /api/v1/events/lineage?limit=N`` → ``{"events": [...]}``, newest first.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from tests.doubles.target_double import TargetDouble
+
+__all__ = ["MarquezDouble"]
+
+_EVENT_TYPES = {"START", "RUNNING", "COMPLETE", "ABORT", "FAIL", "OTHER"}
+_REQUIRED = (
+    ("eventTime",),
+    ("producer",),
+    ("schemaURL",),
+    ("run", "runId"),
+    ("job", "namespace"),
+    ("job", "name"),
+)
+
+
+def _get(document: Any, path: tuple[str, ...]) -> Any:
+    for part in path:
+        document = document.get(part) if isinstance(document, dict) else None
+    return document
+
+
+class MarquezDouble(TargetDouble):
+    def add_routes(self, app: web.Application) -> None:
+        super().add_routes(app)
+        app.router.add_get("/api/v1/events/lineage", self._list_events)
+
+    async def answer(self, request: web.Request, body: bytes) -> web.Response:
+        try:
+            event = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return web.json_response({"code": 400, "message": "Unable to process JSON"}, status=500)
+        if not isinstance(event, dict):
+            return web.json_response({"code": 400, "message": "Unable to process JSON"}, status=500)
+        missing = [".".join(p) for p in _REQUIRED if _get(event, p) is None]
+        if missing:
+            errors = [f"{name} must not be null" for name in missing]
+            return web.json_response({"errors": errors}, status=422)
+        if "eventType" in event and event["eventType"] not in _EVENT_TYPES:
+            return web.json_response({"code": 400, "message": "bad eventType"}, status=400)
+        try:
+            uuid.UUID(str(event["run"]["runId"]))
+        except ValueError:
+            return web.json_response({"code": 400, "message": "runId is not a UUID"}, status=400)
+        self.events.append(event)
+        return web.Response(status=201)
+
+    async def _list_events(self, request: web.Request) -> web.Response:
+        limit = int(request.query.get("limit", "100"))
+        return web.json_response({"events": list(reversed(self.events))[:limit]})

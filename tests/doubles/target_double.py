@@ -1,0 +1,115 @@
+"""The shared machinery of the target doubles: a loopback aiohttp server with knobs.
+
+Knobs a test can turn: :meth:`TargetDouble.fail_next` answers the next N requests with a
+given status (and ``Retry-After``), :meth:`down` stops listening (connection refused) and
+:meth:`up` listens again on the same port. Accepted events land in ``.events`` in arrival
+order; every request's status lands in ``.answers``. Used directly it is a plain HTTP
+receiver (any JSON object or array at ``path`` → 200), the generic target.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+__all__ = ["TargetDouble"]
+
+
+@dataclass
+class _Failure:
+    remaining: int
+    status: int
+    body: bytes
+    headers: dict[str, str]
+
+
+class TargetDouble:
+    path = "/api/v1/lineage"
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.answers: list[int] = []
+        self.port = 0
+        self._failures: list[_Failure] = []
+        self._runner: web.AppRunner | None = None
+        self._site: web.TCPSite | None = None
+
+    @property
+    def url(self) -> str:
+        """Base URL (what a target's ``url`` setting takes)."""
+        return f"http://127.0.0.1:{self.port}"
+
+    async def start(self) -> TargetDouble:
+        if not self.port:
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                self.port = int(sock.getsockname()[1])
+        app = web.Application()
+        self.add_routes(app)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        await self.up()
+        return self
+
+    def add_routes(self, app: web.Application) -> None:
+        app.router.add_post(self.path, self._handle)
+
+    async def up(self) -> None:
+        assert self._runner is not None
+        self._site = web.TCPSite(self._runner, "127.0.0.1", self.port, reuse_address=True)
+        await self._site.start()
+
+    async def down(self) -> None:
+        """Stop listening: clients get "connection refused" until :meth:`up`."""
+        if self._site is not None:
+            await self._site.stop()
+            self._site = None
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> TargetDouble:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def fail_next(
+        self,
+        times: int,
+        status: int = 503,
+        body: bytes = b"",
+        retry_after: str | None = None,
+    ) -> None:
+        """Answer the next ``times`` requests with ``status`` instead of handling them."""
+        headers = {"Retry-After": retry_after} if retry_after is not None else {}
+        self._failures.append(_Failure(times, status, body, headers))
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if self._failures:
+            failure = self._failures[0]
+            failure.remaining -= 1
+            if failure.remaining <= 0:
+                self._failures.pop(0)
+            response = web.Response(
+                status=failure.status, body=failure.body, headers=failure.headers
+            )
+        else:
+            response = await self.answer(request, await request.read())
+        self.answers.append(response.status)
+        return response
+
+    async def answer(self, request: web.Request, body: bytes) -> web.Response:
+        """The target's documented behaviour; the generic receiver takes any JSON."""
+        try:
+            document = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return web.json_response({"error": "not JSON"}, status=400)
+        self.events.extend(document if isinstance(document, list) else [document])
+        return web.Response(status=200)
