@@ -79,6 +79,24 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return EXIT_INVALID if bad else EXIT_OK
 
 
+def _cmd_consume(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from consumers.run import consume_until_signalled, select_consumers
+
+    config = _config(args)
+    if args.all == bool(args.names):
+        raise ConfigError("name the consumers to run, or give --all")
+    names = select_consumers(config, [] if args.all else args.names)
+    if config.kafka.bootstrap_servers == "embedded":
+        raise ConfigError(
+            "kafka.bootstrap_servers is 'embedded': that broker lives inside `serve`; "
+            "run consumers there (server.run_consumers) or point kafka at a real cluster"
+        )
+    asyncio.run(consume_until_signalled(config, names))
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lineage-proxy",
@@ -91,6 +109,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", type=Path, help="config file (default: built-in defaults)")
     serve.add_argument("--port", type=int, help="override server.port")
     serve.set_defaults(func=_cmd_serve)
+
+    consume = commands.add_parser(
+        "consume", help="run consumer daemons (Kafka → Marquez, Egeria, DataHub, HTTP, ...)"
+    )
+    consume.add_argument("names", nargs="*", metavar="NAME", help="consumer names (config.yaml)")
+    consume.add_argument("--all", action="store_true", help="run every configured consumer")
+    consume.add_argument("--config", type=Path, help="config file (default: built-in defaults)")
+    consume.set_defaults(func=_cmd_consume)
 
     validate = commands.add_parser(
         "validate", help="validate OpenLineage event files offline (exit 1 if any is invalid)"

@@ -15,6 +15,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
+from consumers.config import ConsumerConfig
 from proxy.yaml_source import (
     ConfigError,
     YamlDocument,
@@ -27,6 +28,7 @@ __all__ = [
     "ENV_PREFIX",
     "AuthConfig",
     "ConfigError",
+    "ConsumerConfig",
     "KafkaConfig",
     "LoggingConfig",
     "ProxyConfig",
@@ -58,6 +60,8 @@ class ServerConfig(Section):
     shutdown_timeout_seconds: Annotated[float, Field(gt=0)] = 30.0
     # Seconds the client is told to wait (Retry-After) when Kafka could not take an event.
     retry_after_seconds: Annotated[int, Field(ge=1)] = 5
+    # Consumer daemons (names under `consumers:`) that `serve` runs in the same process.
+    run_consumers: list[str] = Field(default_factory=list)
 
 
 class KafkaConfig(Section):
@@ -137,6 +141,15 @@ class ProxyConfig(Section):
     validation: ValidationConfig = Field(default_factory=ValidationConfig)
     auth: AuthConfig = Field(default_factory=AuthConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    # Consumer daemons by name: `lineage-proxy consume NAME` (see consumers/config.py).
+    consumers: dict[str, ConsumerConfig] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _run_consumers_exist(self) -> ProxyConfig:
+        unknown = [n for n in self.server.run_consumers if n not in self.consumers]
+        if unknown:
+            raise ValueError(f"server.run_consumers names unknown consumers: {unknown}")
+        return self
 
 
 def _apply_env_overrides(doc: YamlDocument, environ: Mapping[str, str]) -> None:
@@ -184,4 +197,5 @@ def _resolve_relative_paths(config: ProxyConfig, base: Path) -> ProxyConfig:
     if extra is not None and not extra.is_absolute():
         validation = config.validation.model_copy(update={"extra_schema_dir": base / extra})
         config = config.model_copy(update={"validation": validation})
-    return config
+    consumers = {name: c.with_paths_under(base) for name, c in config.consumers.items()}
+    return config.model_copy(update={"consumers": consumers})

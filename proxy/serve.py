@@ -40,9 +40,17 @@ async def _serve(config: ProxyConfig) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-    log.info("shutting down: draining in-flight deliveries")
-    await runner.cleanup()
+    async with contextlib.AsyncExitStack() as consumers:
+        if config.server.run_consumers:
+            from consumers.run import running_daemons
+
+            await consumers.enter_async_context(
+                running_daemons(config, config.server.run_consumers, config.kafka.bootstrap_servers)
+            )
+        await stop.wait()
+        log.info("shutting down: draining in-flight deliveries")
+        # The proxy first (its producer flushed), then the consumers deliver what is left.
+        await runner.cleanup()
     log.info("stopped")
 
 

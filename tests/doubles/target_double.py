@@ -2,13 +2,16 @@
 
 Knobs a test can turn: :meth:`TargetDouble.fail_next` answers the next N requests with a
 given status (and ``Retry-After``), :meth:`down` stops listening (connection refused) and
-:meth:`up` listens again on the same port. Accepted events land in ``.events`` in arrival
-order; every request's status lands in ``.answers``. Used directly it is a plain HTTP
-receiver (any JSON object or array at ``path`` → 200), the generic target.
+:meth:`up` listens again on the same port, :meth:`hold_after` keeps requests waiting
+(unanswered, not stored) once N events are stored, until :meth:`release`. Accepted
+events land in ``.events`` in arrival order; every request's status lands in
+``.answers``. Used directly it is a plain HTTP receiver (any JSON object or array at
+``path`` → 200), the generic target.
 """
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +38,9 @@ class TargetDouble:
         self.answers: list[int] = []
         self.port = 0
         self._failures: list[_Failure] = []
+        self._hold_after: int | None = None
+        self._released = asyncio.Event()
+        self.held = 0  # requests waiting on the hold right now
         self._runner: web.AppRunner | None = None
         self._site: web.TCPSite | None = None
 
@@ -91,7 +97,22 @@ class TargetDouble:
         headers = {"Retry-After": retry_after} if retry_after is not None else {}
         self._failures.append(_Failure(times, status, body, headers))
 
+    def hold_after(self, stored: int) -> None:
+        """Once ``stored`` events are kept, make later requests wait unanswered."""
+        self._hold_after = stored
+        self._released.clear()
+
+    def release(self) -> None:
+        self._hold_after = None
+        self._released.set()
+
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if self._hold_after is not None and len(self.events) >= self._hold_after:
+            self.held += 1
+            try:
+                await self._released.wait()
+            finally:
+                self.held -= 1
         if self._failures:
             failure = self._failures[0]
             failure.remaining -= 1

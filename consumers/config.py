@@ -1,0 +1,122 @@
+"""The ``consumers:`` section of config.yaml: one entry per daemon, keyed by its name.
+
+Loaded by :mod:`proxy.config` (which gives errors their file and line); every model here
+forbids unknown keys. A daemon reads ``topics`` (default: ``kafka.topic``) in consumer
+group ``group_id`` (default ``lineage-proxy.<name>``) and delivers to ``target``, whose
+``kind`` picks the adapter: http, marquez, egeria, datahub, archive, kafka.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from proxy.destinations.http import DataHubTarget, EgeriaTarget, GenericHttpTarget, MarquezTarget
+from proxy.destinations.retry import RetryConfig
+
+__all__ = [
+    "BreakerConfig",
+    "ConsumerConfig",
+    "ConsumerTarget",
+    "DeadLetterConfig",
+    "DedupeConfig",
+    "GroupConfig",
+    "KafkaTarget",
+]
+
+KafkaSetting = str | int | float | bool
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class KafkaTarget(_Strict):
+    """Republish to another topic, on this cluster or another one."""
+
+    kind: Literal["kafka"]
+    topic: str
+    # Another cluster's bootstrap servers; null means the cluster the daemon reads from.
+    bootstrap_servers: str | None = None
+    # librdkafka producer settings (security.*, sasl.*, ...); acks=all is always on.
+    producer: dict[str, KafkaSetting] = Field(default_factory=dict)
+    retry: RetryConfig = Field(default_factory=RetryConfig)
+
+
+ConsumerTarget = Annotated[
+    GenericHttpTarget | MarquezTarget | EgeriaTarget | DataHubTarget | KafkaTarget,
+    Field(discriminator="kind"),
+]
+
+
+class GroupConfig(_Strict):
+    """Consumer-group settings. Defaults suit production; tests shorten the timeouts."""
+
+    session_timeout_ms: Annotated[int, Field(ge=1000)] = 45_000
+    heartbeat_interval_ms: Annotated[int, Field(ge=100)] = 3_000
+    # A member that does not poll for this long leaves the group (its partitions move).
+    max_poll_interval_ms: Annotated[int, Field(ge=1000)] = 300_000
+    # Where a new group starts: the oldest retained event, or only new ones.
+    auto_offset_reset: Literal["earliest", "latest"] = "earliest"
+    # Other librdkafka consumer settings, passed through (security.protocol, sasl.*, ...).
+    settings: dict[str, KafkaSetting] = Field(default_factory=dict)
+
+
+class DeadLetterConfig(_Strict):
+    enabled: bool = True
+    # Where refused and poison messages go; "{topic}" is the source topic.
+    topic: str = "{topic}.dlq"
+
+
+class DedupeConfig(_Strict):
+    """Skip events already delivered (run id + event type + event time + job).
+
+    In memory the cache holds within one process. With ``journal`` it is also appended to
+    that file and reloaded at start, so it survives a crash of the process (not a lost
+    disk); give every daemon process its own journal.
+    """
+
+    enabled: bool = False
+    max_entries: Annotated[int, Field(ge=1)] = 100_000
+    journal: Path | None = None
+
+
+class BreakerConfig(_Strict):
+    # Retriable failures in a row that open the circuit (deliveries pause, nothing is
+    # dead-lettered while the target is down).
+    threshold: Annotated[int, Field(ge=1)] = 5
+    open_seconds: Annotated[float, Field(gt=0)] = 1.0
+    max_open_seconds: Annotated[float, Field(gt=0)] = 60.0
+
+
+class ConsumerConfig(_Strict):
+    target: ConsumerTarget
+    # Topics to read; null means the proxy's kafka.topic.
+    topics: list[str] | None = None
+    # Consumer group; null means "lineage-proxy.<name>". Same group → partitions are shared.
+    group_id: str | None = None
+    # Deliveries in flight at once, across partitions and run keys (order holds per key).
+    concurrency: Annotated[int, Field(ge=1)] = 16
+    # Messages fetched but not yet delivered before fetching pauses.
+    max_buffered: Annotated[int, Field(ge=1)] = 5_000
+    # How often delivered offsets are committed (also on rebalance and shutdown).
+    commit_interval_seconds: Annotated[float, Field(gt=0)] = 1.0
+    # SIGTERM waits this long for in-flight deliveries before committing and leaving.
+    shutdown_timeout_seconds: Annotated[float, Field(gt=0)] = 30.0
+    group: GroupConfig = Field(default_factory=GroupConfig)
+    dead_letter: DeadLetterConfig = Field(default_factory=DeadLetterConfig)
+    dedupe: DedupeConfig = Field(default_factory=DedupeConfig)
+    circuit_breaker: BreakerConfig = Field(default_factory=BreakerConfig)
+    # /metrics and /healthz of this daemon; null: no status server.
+    status_host: str = "127.0.0.1"
+    status_port: Annotated[int, Field(ge=0, le=65535)] | None = None
+
+    def with_paths_under(self, base: Path) -> ConsumerConfig:
+        """Relative file paths (dedupe journal) resolved against the config file's folder."""
+        journal = self.dedupe.journal
+        if journal is None or journal.is_absolute():
+            return self
+        dedupe = self.dedupe.model_copy(update={"journal": base / journal})
+        return self.model_copy(update={"dedupe": dedupe})

@@ -1,0 +1,369 @@
+"""One consumer daemon: poll → deliver → commit, at least once, in order per run key.
+
+Messages arrive from :class:`~consumers.kafka_source.KafkaSource` and are queued in
+*lanes*: one per (partition, message key), so events of one run (one key) are delivered
+one after another in offset order while different runs and partitions proceed
+concurrently (at most ``concurrency`` deliveries at once). In batch mode (a target that
+takes JSON arrays) a lane is a whole partition and takes up to ``batch_events`` at once.
+
+Each message ends exactly one way — delivered, skipped as a duplicate, or dead-lettered —
+and only then is its offset done. The committed offset of a partition is the lowest
+offset not yet done (:class:`~consumers.offsets.OffsetTracker`), committed every
+``commit_interval_seconds``, when partitions are revoked, and at shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from confluent_kafka import Message, TopicPartition
+
+from consumers.config import ConsumerConfig
+from consumers.dead_letter import DeadLetterTopic
+from consumers.dedupe import DedupeCache, event_identity
+from consumers.kafka_source import KafkaSource, Partition, consumer_settings
+from consumers.metrics import ConsumerMetrics
+from consumers.offsets import OffsetTracker
+from consumers.targets import build_destination
+from proxy.destinations.base import DeliveryError
+from proxy.destinations.kafka import KafkaProducer, producer_settings
+from proxy.destinations.retry import CircuitBreaker
+
+__all__ = ["ConsumerDaemon"]
+
+log = logging.getLogger(__name__)
+
+LaneKey = tuple[str, int, bytes | None]
+
+
+@dataclass
+class _Lane:
+    queue: deque[Message] = field(default_factory=deque)
+    task: asyncio.Task[None] | None = None
+
+
+class ConsumerDaemon:
+    def __init__(
+        self,
+        name: str,
+        config: ConsumerConfig,
+        *,
+        bootstrap_servers: str,
+        default_topic: str,
+        create_topics: bool = True,
+        topic_partitions: int = 3,
+    ) -> None:
+        self.name = name
+        self.config = config
+        self.topics = config.topics or [default_topic]
+        self.group_id = config.group_id or f"lineage-proxy.{name}"
+        self.metrics = ConsumerMetrics(name)
+        self.breaker = CircuitBreaker(
+            config.circuit_breaker.threshold,
+            config.circuit_breaker.open_seconds,
+            config.circuit_breaker.max_open_seconds,
+        )
+        self.destination = build_destination(
+            name, config.target, bootstrap_servers, breaker=self.breaker, on_retry=self._retried
+        )
+        self._batch = max(1, getattr(config.target, "batch_max_events", 1))
+        self._bootstrap = bootstrap_servers
+        self._create_topics = create_topics
+        self._topic_partitions = topic_partitions
+        self._dlq_producer = KafkaProducer(producer_settings(bootstrap_servers))
+        self.dead_letter = DeadLetterTopic(self._dlq_producer, config.dead_letter.topic, name)
+        self.dedupe = (
+            DedupeCache(config.dedupe.max_entries, config.dedupe.journal)
+            if config.dedupe.enabled
+            else None
+        )
+        group = config.group
+        self.source = KafkaSource(
+            consumer_settings(
+                bootstrap_servers,
+                self.group_id,
+                session_timeout_ms=group.session_timeout_ms,
+                heartbeat_interval_ms=group.heartbeat_interval_ms,
+                max_poll_interval_ms=group.max_poll_interval_ms,
+                auto_offset_reset=group.auto_offset_reset,
+                overrides=group.settings,
+            ),
+            self.topics,
+            on_messages=self._receive,
+            on_assign=self._assigned,
+            on_revoke=self._revoke,
+            on_lost=self._lost,
+            on_watermarks=self._watermarks,
+            buffered=lambda: self._buffered,
+            max_buffered=config.max_buffered,
+            revoke_timeout=config.shutdown_timeout_seconds,
+        )
+        self._slots = asyncio.Semaphore(config.concurrency)
+        self._lanes: dict[LaneKey, _Lane] = {}
+        self._trackers: dict[Partition, OffsetTracker] = {}
+        self._highs: dict[Partition, int] = {}
+        self._buffered = 0
+        self._stopping = False
+
+    # ---- lifetime ----
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Start, consume until ``stop`` is set, then drain, commit and leave the group."""
+        await self._start()
+        committer = asyncio.create_task(self._commit_periodically())
+        try:
+            await stop.wait()
+        finally:
+            committer.cancel()
+            await self._shutdown()
+
+    async def _start(self) -> None:
+        self._dlq_producer.start()
+        if self._create_topics and self.config.dead_letter.enabled:
+            topics = {
+                self.dead_letter.topic_for(t): (self._topic_partitions, 1) for t in self.topics
+            }
+            try:
+                await asyncio.to_thread(self._dlq_producer.ensure_topics, topics)
+            except Exception as exc:  # the broker may come later; DLQ produce retries
+                log.warning("could not ensure dead-letter topics: %s", exc)
+        if self.dedupe is not None:
+            await self.dedupe.open()
+        await self.destination.start()
+        self.source.start()
+        log.info(
+            "consumer %s: %s → %s (group %s)",
+            self.name,
+            ",".join(self.topics),
+            self.config.target.kind,
+            self.group_id,
+        )
+
+    async def _shutdown(self) -> None:
+        log.info("consumer %s: stopping; finishing in-flight deliveries", self.name)
+        self._stopping = True
+        self.source.stop_fetching()
+        for lane in self._lanes.values():
+            self._drop_queued(lane)
+        tasks = [lane.task for lane in self._lanes.values() if lane.task is not None]
+        if tasks:
+            _, late = await asyncio.wait(tasks, timeout=self.config.shutdown_timeout_seconds)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
+        with contextlib.suppress(Exception):
+            await self._commit()
+        await self.source.close()
+        await self.destination.close()
+        await asyncio.to_thread(self._dlq_producer.flush, 10.0)
+        self._dlq_producer.stop()
+        if self.dedupe is not None:
+            await self.dedupe.close()
+        log.info("consumer %s: stopped", self.name)
+
+    # ---- messages in ----
+
+    def _receive(self, messages: list[Message]) -> None:
+        for message in messages:
+            partition = (message.topic() or "", message.partition() or 0)
+            tracker = self._trackers.get(partition)
+            if tracker is None or self._stopping:
+                continue  # revoked meanwhile: its next owner reads it again
+            tracker.add(message.offset() or 0)
+            lane_key = (*partition, None if self._batch > 1 else message.key())
+            lane = self._lanes.setdefault(lane_key, _Lane())
+            lane.queue.append(message)
+            self._buffered += 1
+            if lane.task is None:
+                lane.task = asyncio.create_task(self._drain(lane_key, lane))
+
+    def _assigned(self, partitions: list[Partition]) -> None:
+        for partition in partitions:
+            self._trackers[partition] = OffsetTracker()
+
+    async def _revoke(self, partitions: list[Partition]) -> list[TopicPartition]:
+        """Finish what is in flight for ``partitions``; return the offsets to commit."""
+        lanes = [(k, lane) for k, lane in self._lanes.items() if (k[0], k[1]) in partitions]
+        for _, lane in lanes:
+            self._drop_queued(lane)
+        tasks = [lane.task for _, lane in lanes if lane.task is not None]
+        if tasks:
+            await asyncio.wait(tasks)
+        offsets = []
+        for partition in partitions:
+            tracker = self._trackers.pop(partition, None)
+            if tracker is not None and tracker.to_commit() is not None:
+                offsets.append(TopicPartition(*partition, tracker.to_commit()))
+            self.metrics.forget_partition(*partition)
+        return offsets
+
+    def _lost(self, partitions: list[Partition]) -> None:
+        for key, lane in list(self._lanes.items()):
+            if (key[0], key[1]) in partitions:
+                self._drop_queued(lane)
+        for partition in partitions:
+            self._trackers.pop(partition, None)
+            self.metrics.forget_partition(*partition)
+
+    def _drop_queued(self, lane: _Lane) -> None:
+        self._buffered -= len(lane.queue)
+        lane.queue.clear()
+
+    # ---- delivery ----
+
+    async def _drain(self, key: LaneKey, lane: _Lane) -> None:
+        try:
+            while lane.queue:
+                async with self._slots:
+                    batch = [lane.queue.popleft() for _ in range(min(self._batch, len(lane.queue)))]
+                    self._buffered -= len(batch)
+                    await self._handle(batch)
+        finally:
+            lane.task = None
+            if not lane.queue and self._lanes.get(key) is lane:
+                del self._lanes[key]
+
+    async def _handle(self, messages: list[Message]) -> None:
+        ready: list[tuple[Message, dict[str, Any]]] = []
+        for message in messages:
+            event = _parse(message)
+            if event is None:
+                await self._dead_letter(message, "poison: not a JSON object", None, "poison")
+            elif self.dedupe is not None and self.dedupe.seen(event_identity(event)):
+                self.metrics.duplicates_skipped.inc()
+                self._done(message)
+            else:
+                ready.append((message, event))
+        if len(ready) > 1:
+            try:
+                await self._deliver_batch(ready)
+                return
+            except DeliveryError as exc:
+                if exc.retriable:
+                    for message, _ in ready:
+                        await self._dead_letter(message, exc.reason, exc, "retries")
+                    return
+                # One bad event fails the whole array: find it by sending one by one.
+                log.info("%s: batch refused (%s); delivering one by one", self.name, exc.reason)
+        for message, event in ready:
+            await self._deliver_one(message, event)
+
+    async def _deliver_one(self, message: Message, event: dict[str, Any]) -> None:
+        started = time.perf_counter()
+        try:
+            if self._batch > 1:
+                await self.destination.deliver_batch([event], [message.value() or b""])
+            else:
+                await self.destination.deliver(event, message.value() or b"")
+        except DeliveryError as exc:
+            why = "retries" if exc.retriable else "refused"
+            await self._dead_letter(message, exc.reason, exc, why)
+            return
+        self.metrics.target_seconds.observe(time.perf_counter() - started)
+        await self._delivered([(message, event)])
+
+    async def _deliver_batch(self, ready: list[tuple[Message, dict[str, Any]]]) -> None:
+        started = time.perf_counter()
+        await self.destination.deliver_batch(
+            [event for _, event in ready], [m.value() or b"" for m, _ in ready]
+        )
+        self.metrics.target_seconds.observe(time.perf_counter() - started)
+        await self._delivered(ready)
+
+    async def _delivered(self, ready: list[tuple[Message, dict[str, Any]]]) -> None:
+        self.metrics.delivered.inc(len(ready))
+        self.metrics.circuit_open.set(0)
+        for message, event in ready:
+            if self.dedupe is not None:
+                # Remembered before the offset may be committed (see consumers/dedupe.py).
+                await self.dedupe.add(event_identity(event))
+            self._done(message)
+
+    async def _dead_letter(
+        self, message: Message, reason: str, error: DeliveryError | None, why: str
+    ) -> None:
+        log.warning(
+            "%s: %s[%d]@%d dead-lettered: %s",
+            self.name,
+            message.topic(),
+            message.partition(),
+            message.offset(),
+            reason,
+        )
+        if self.config.dead_letter.enabled:
+            await self.dead_letter.send(message, reason, error)
+        self.metrics.dead_lettered.labels(self.name, why).inc()
+        self._done(message)
+
+    def _retried(self, error: DeliveryError, attempt: int, delay: float) -> None:
+        self.metrics.retried.inc()
+        self.metrics.circuit_open.set(1 if self.breaker.state != "closed" else 0)
+        log.info("%s: retry %d in %.2fs: %s", self.name, attempt, delay, error.reason)
+
+    def _done(self, message: Message) -> None:
+        tracker = self._trackers.get((message.topic() or "", message.partition() or 0))
+        if tracker is not None:
+            tracker.done(message.offset() or 0)
+
+    # ---- commits and lag ----
+
+    async def _commit_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.commit_interval_seconds)
+            try:
+                await self._commit()
+            except Exception as exc:  # next round tries again; revoke/shutdown commit too
+                log.warning("%s: commit failed: %s", self.name, exc)
+
+    async def _commit(self) -> None:
+        offsets = {}
+        for partition, tracker in self._trackers.items():
+            point = tracker.to_commit()
+            if point is not None:
+                offsets[partition] = (tracker, point)
+        if not offsets:
+            return
+        await self.source.commit([TopicPartition(t, p, o) for (t, p), (_, o) in offsets.items()])
+        for tracker, point in offsets.values():
+            tracker.committed = point
+
+    def _watermarks(self, highs: dict[Partition, int]) -> None:
+        self._highs.update(highs)
+        for (topic, partition), lag in self._lags().items():
+            self.metrics.set_lag(topic, partition, lag)
+
+    def _lags(self) -> dict[Partition, int]:
+        """Per partition: messages from the first unfinished one to the end (last watermark)."""
+        out = {}
+        for partition, tracker in self._trackers.items():
+            high, position = self._highs.get(partition), tracker.position
+            if high is not None and position is not None:
+                out[partition] = max(0, high - position)
+        return out
+
+    def health(self) -> tuple[bool, dict[str, Any]]:
+        alive = self.source.alive
+        return alive, {
+            "consumer": self.name,
+            "status": "ok" if alive else "consumer thread stopped",
+            "group": self.group_id,
+            "target": self.config.target.kind,
+            "circuit": self.breaker.state,
+            "assigned": sorted(f"{t}[{p}]" for t, p in self._trackers),
+            "lag": {f"{t}[{p}]": lag for (t, p), lag in self._lags().items()},
+        }
+
+
+def _parse(message: Message) -> dict[str, Any] | None:
+    try:
+        event = orjson.loads(message.value() or b"")
+    except orjson.JSONDecodeError:
+        return None
+    return event if isinstance(event, dict) else None

@@ -1,0 +1,261 @@
+"""The daemon's Kafka side: one librdkafka consumer on its own thread, fed to asyncio.
+
+librdkafka's consumer blocks, so every call on it (consume, commit, pause, close) runs
+on one thread — the loop never blocks and the consumer is never used from two threads.
+Fetched messages are handed to the loop with ``call_soon_threadsafe``; commits are
+requested from the loop through a queue and answered with a future.
+
+Rebalances: when partitions are revoked (or the consumer closes), the callback runs on
+this thread, asks the loop to finish the in-flight deliveries of those partitions, and
+commits what they completed before the partitions move to another member. When the loop
+has too many undelivered messages, fetching pauses (the consumer keeps polling, so it
+stays in the group).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+
+__all__ = ["KafkaSource", "consumer_settings"]
+
+log = logging.getLogger(__name__)
+
+Partition = tuple[str, int]
+RevokeHandler = Callable[[list[Partition]], Awaitable[list[TopicPartition]]]
+
+
+def consumer_settings(
+    bootstrap_servers: str,
+    group_id: str,
+    *,
+    session_timeout_ms: int,
+    heartbeat_interval_ms: int,
+    max_poll_interval_ms: int,
+    auto_offset_reset: str,
+    overrides: dict[str, Any],
+) -> dict[str, Any]:
+    """librdkafka settings: offsets are ours to commit, after the target took the event."""
+    return {
+        "bootstrap.servers": bootstrap_servers,
+        "group.id": group_id,
+        "session.timeout.ms": session_timeout_ms,
+        "heartbeat.interval.ms": heartbeat_interval_ms,
+        "max.poll.interval.ms": max_poll_interval_ms,
+        "auto.offset.reset": auto_offset_reset,
+        **overrides,
+        # Not overridable: auto-commit would commit events the target never got.
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+    }
+
+
+class KafkaSource:
+    def __init__(
+        self,
+        settings: dict[str, Any],
+        topics: list[str],
+        *,
+        on_messages: Callable[[list[Message]], None],
+        on_assign: Callable[[list[Partition]], None],
+        on_revoke: RevokeHandler,
+        on_lost: Callable[[list[Partition]], None],
+        on_watermarks: Callable[[dict[Partition, int]], None],
+        buffered: Callable[[], int],
+        max_buffered: int,
+        revoke_timeout: float,
+        poll_batch: int = 500,
+    ) -> None:
+        self.settings = settings
+        self.topics = topics
+        self._on_messages = on_messages
+        self._on_assign = on_assign
+        self._on_revoke = on_revoke
+        self._on_lost = on_lost
+        self._on_watermarks = on_watermarks
+        self._buffered = buffered
+        self._max_buffered = max_buffered
+        self._revoke_timeout = revoke_timeout
+        self._poll_batch = poll_batch
+        self._commands: queue.Queue[tuple[list[TopicPartition], asyncio.Future[None]]] = (
+            queue.Queue()
+        )
+        self._fetching = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._stopped: asyncio.Future[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.error: BaseException | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stopped = self._loop.create_future()
+        self._fetching.set()
+        self._thread = threading.Thread(target=self._run, name="kafka-consume", daemon=True)
+        self._thread.start()
+
+    def stop_fetching(self) -> None:
+        """Fetch no more messages (commits and rebalances are still served)."""
+        self._fetching.clear()
+
+    async def commit(self, offsets: list[TopicPartition]) -> None:
+        """Commit ``offsets`` (next offset to read per partition) synchronously."""
+        assert self._loop is not None
+        done: asyncio.Future[None] = self._loop.create_future()
+        self._commands.put((offsets, done))
+        await done
+
+    async def close(self) -> None:
+        """Leave the group (revoking, hence committing, what is assigned) and end the thread."""
+        assert self._stopped is not None
+        self._stopping.set()
+        await self._stopped
+
+    # ---- everything below runs on the consumer thread ----
+
+    def _run(self) -> None:
+        assert self._loop is not None and self._stopped is not None
+        consumer: Consumer | None = None
+        try:
+            consumer = Consumer(self.settings, logger=logging.getLogger("librdkafka"))
+            consumer.subscribe(
+                self.topics, on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._lost
+            )
+            next_watermarks = 0.0
+            paused = False
+            while not self._stopping.is_set():
+                self._serve_commits(consumer)
+                hold = not self._fetching.is_set() or self._buffered() >= self._max_buffered
+                if hold != paused:
+                    # Paused, the consumer keeps polling (heartbeats, rebalances) but
+                    # fetches nothing.
+                    (consumer.pause if hold else consumer.resume)(consumer.assignment())
+                    paused = hold
+                messages = consumer.consume(self._poll_batch, 0.1)
+                good = [m for m in messages if not self._is_error(m)]
+                if good:
+                    self._loop.call_soon_threadsafe(self._on_messages, good)
+                if time.monotonic() >= next_watermarks:
+                    next_watermarks = time.monotonic() + 2.0
+                    self._report_watermarks(consumer)
+            self._serve_commits(consumer)
+            consumer.close()  # revokes the assignment → _revoked commits it
+            consumer = None
+        except BaseException as exc:  # the daemon reports a dead source on /healthz
+            log.exception("Kafka consumer thread failed")
+            self.error = exc
+        finally:
+            if consumer is not None:
+                consumer.close()
+            self._fail_pending_commits()
+            self._loop.call_soon_threadsafe(_resolve, self._stopped, None)
+
+    def _is_error(self, message: Message) -> bool:
+        err = message.error()
+        if err is None:
+            return False
+        if err.code() != KafkaError._PARTITION_EOF:
+            log.warning("Kafka consumer: %s", err)
+        return True
+
+    def _serve_commits(self, consumer: Consumer) -> None:
+        assert self._loop is not None
+        while True:
+            try:
+                offsets, done = self._commands.get_nowait()
+            except queue.Empty:
+                return
+            error: BaseException | None = None
+            try:
+                _commit(consumer, offsets)
+            except KafkaException as exc:
+                error = exc
+            self._loop.call_soon_threadsafe(_resolve, done, error)
+
+    def _fail_pending_commits(self) -> None:
+        assert self._loop is not None
+        while True:
+            try:
+                _, done = self._commands.get_nowait()
+            except queue.Empty:
+                return
+            self._loop.call_soon_threadsafe(_resolve, done, RuntimeError("consumer closed"))
+
+    def _report_watermarks(self, consumer: Consumer) -> None:
+        assert self._loop is not None
+        highs: dict[Partition, int] = {}
+        for tp in consumer.assignment():
+            try:
+                _, high = consumer.get_watermark_offsets(tp, cached=True)
+            except KafkaException:
+                continue
+            if high >= 0:
+                highs[(tp.topic, tp.partition)] = high
+        self._loop.call_soon_threadsafe(self._on_watermarks, highs)
+
+    def _assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        assert self._loop is not None
+        log.info("assigned %s", _names(partitions))
+        self._loop.call_soon_threadsafe(
+            self._on_assign, [(tp.topic, tp.partition) for tp in partitions]
+        )
+
+    def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        assert self._loop is not None
+        log.info("revoked %s: finishing in-flight deliveries, committing", _names(partitions))
+        handed = asyncio.run_coroutine_threadsafe(
+            self._on_revoke([(tp.topic, tp.partition) for tp in partitions]), self._loop
+        )
+        try:
+            offsets = handed.result(timeout=self._revoke_timeout)
+        except FutureTimeout:
+            handed.cancel()
+            log.warning("revoke: deliveries did not finish in %.0fs", self._revoke_timeout)
+            return
+        try:
+            _commit(consumer, offsets)
+        except KafkaException as exc:
+            log.warning("commit on revoke failed: %s", exc)
+
+    def _lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        assert self._loop is not None
+        # Lost (e.g. session timed out): another member may own them already; no commit.
+        log.warning("lost %s", _names(partitions))
+        self._loop.call_soon_threadsafe(
+            self._on_lost, [(tp.topic, tp.partition) for tp in partitions]
+        )
+
+
+def _commit(consumer: Consumer, offsets: list[TopicPartition]) -> None:
+    if not offsets:
+        return
+    try:
+        consumer.commit(offsets=offsets, asynchronous=False)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError._NO_OFFSET:  # nothing new: harmless
+            raise
+
+
+def _resolve(done: asyncio.Future[None], error: BaseException | None) -> None:
+    if done.done():
+        return
+    if error is None:
+        done.set_result(None)
+    else:
+        done.set_exception(error)
+
+
+def _names(partitions: list[TopicPartition]) -> str:
+    return ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions) or "nothing"

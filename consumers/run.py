@@ -1,0 +1,94 @@
+"""Run consumer daemons until SIGTERM/SIGINT: ``lineage-proxy consume NAME|--all``.
+
+Also used by ``serve`` for the daemons named in ``server.run_consumers``, so that one
+process can hold the proxy, an embedded broker and a consumer (the quick start).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import AsyncIterator, Sequence
+
+from aiohttp import web
+
+from consumers.daemon import ConsumerDaemon
+from consumers.status import status_app
+from proxy.config import ConfigError, ProxyConfig
+
+__all__ = ["consume_until_signalled", "running_daemons", "select_consumers"]
+
+log = logging.getLogger(__name__)
+
+
+def select_consumers(config: ProxyConfig, names: Sequence[str]) -> list[str]:
+    """The names to run, checked against the config; empty ``names`` means all."""
+    if not config.consumers:
+        raise ConfigError("no consumers are configured (see `consumers:` in config.yaml)")
+    unknown = [n for n in names if n not in config.consumers]
+    if unknown:
+        known = ", ".join(sorted(config.consumers))
+        raise ConfigError(f"unknown consumer(s) {', '.join(unknown)}; configured: {known}")
+    return list(names) or sorted(config.consumers)
+
+
+@contextlib.asynccontextmanager
+async def running_daemons(
+    config: ProxyConfig, names: Sequence[str], bootstrap_servers: str
+) -> AsyncIterator[list[asyncio.Task[None]]]:
+    """Start the daemons (and their status servers); on exit drain, commit and leave.
+
+    Yields the daemons' tasks: one ending early means that daemon failed.
+    """
+    stop = asyncio.Event()
+    daemons = [
+        ConsumerDaemon(
+            name,
+            config.consumers[name],
+            bootstrap_servers=bootstrap_servers,
+            default_topic=config.kafka.topic,
+            create_topics=config.kafka.create_topics,
+            topic_partitions=config.kafka.topic_partitions,
+        )
+        for name in names
+    ]
+    runners: list[web.AppRunner] = []
+    tasks = [asyncio.create_task(d.run(stop), name=f"consumer-{d.name}") for d in daemons]
+    try:
+        for daemon in daemons:
+            consumer = config.consumers[daemon.name]
+            if consumer.status_port is None:
+                continue
+            runner = web.AppRunner(status_app(daemon), access_log=None)
+            await runner.setup()
+            await web.TCPSite(runner, consumer.status_host, consumer.status_port).start()
+            runners.append(runner)
+            log.info(
+                "consumer %s: /metrics and /healthz on http://%s:%d",
+                daemon.name,
+                consumer.status_host,
+                consumer.status_port,
+            )
+        yield tasks
+    finally:
+        stop.set()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        for runner in runners:
+            await runner.cleanup()
+        for daemon, result in zip(daemons, results, strict=True):
+            if isinstance(result, BaseException):
+                log.error("consumer %s failed: %r", daemon.name, result)
+
+
+async def consume_until_signalled(config: ProxyConfig, names: Sequence[str]) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with running_daemons(config, names, config.kafka.bootstrap_servers) as tasks:
+        signalled = asyncio.create_task(stop.wait())
+        await asyncio.wait([signalled, *tasks], return_when=asyncio.FIRST_COMPLETED)
+        signalled.cancel()
+        log.info("stopping consumers")

@@ -1,0 +1,73 @@
+"""The consumer's target kinds: ``kind`` → how to build its destination (a plain dict).
+
+HTTP kinds (http, marquez, egeria, datahub) come from :mod:`proxy.destinations.http`, the
+same code the proxy routes with; ``kafka`` republishes with the proxy's Kafka producer.
+Every destination is wrapped in the shared retry policy and the daemon's circuit breaker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from consumers.config import KafkaTarget
+from proxy.destinations import Destination
+from proxy.destinations.http import TARGETS as HTTP_TARGETS
+from proxy.destinations.http import HttpDestination, HttpTarget
+from proxy.destinations.kafka import KafkaDestination, KafkaProducer, producer_settings
+from proxy.destinations.retry import CircuitBreaker, OnRetry, RetryingDestination
+
+__all__ = ["DESTINATION_BUILDERS", "build_destination"]
+
+
+class RepublishDestination:
+    """``kafka`` target: produce each event to another topic/cluster, owning its producer."""
+
+    durable = True
+
+    def __init__(self, name: str, target: KafkaTarget, source_bootstrap: str) -> None:
+        self.name = name
+        self.target = target
+        self._producer = KafkaProducer(
+            producer_settings(target.bootstrap_servers or source_bootstrap, target.producer)
+        )
+        self._kafka = KafkaDestination(name, self._producer, target.topic)
+
+    async def start(self) -> None:
+        self._producer.start()
+
+    async def deliver(self, event: dict[str, Any], payload: bytes) -> None:
+        await self._kafka.deliver(event, payload)
+
+    async def ready(self) -> bool:
+        return await self._kafka.ready()
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self._producer.flush, 10.0)
+        self._producer.stop()
+
+
+Builder = Callable[[str, Any, str], Destination]
+
+
+def _http(name: str, target: HttpTarget, source_bootstrap: str) -> Destination:
+    return HttpDestination(name, target)
+
+
+DESTINATION_BUILDERS: dict[str, Builder] = {
+    **dict.fromkeys(HTTP_TARGETS, _http),
+    "kafka": RepublishDestination,
+}
+
+
+def build_destination(
+    name: str,
+    target: Any,
+    source_bootstrap: str,
+    *,
+    breaker: CircuitBreaker,
+    on_retry: OnRetry,
+) -> RetryingDestination:
+    inner = DESTINATION_BUILDERS[target.kind](name, target, source_bootstrap)
+    return RetryingDestination(inner, target.retry, breaker=breaker, on_retry=on_retry)

@@ -1,0 +1,116 @@
+"""Helpers for consumer-daemon tests: topics, producing events, running daemons in-process."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import orjson
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from consumers.config import ConsumerConfig
+from consumers.daemon import ConsumerDaemon
+from tests.sample_events import facet, run_event
+
+# Short group timeouts: a join takes ~3 s on the test broker instead of ~23 s.
+TEST_GROUP = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 500}
+FAST_RETRY = {"max_attempts": 3, "initial_backoff_seconds": 0.01, "max_backoff_seconds": 0.05}
+FAST_BREAKER = {"threshold": 3, "open_seconds": 0.05, "max_open_seconds": 0.2}
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(10)
+
+
+def produce(bootstrap: str, topic: str, messages: list[tuple[str | None, bytes]]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    for key, value in messages:
+        producer.produce(topic, value=value, key=key)
+        producer.poll(0)
+    assert producer.flush(10) == 0
+
+
+def sequenced_run_events(runs: int, per_run: int) -> list[tuple[str, dict[str, Any]]]:
+    """(key, event) for ``runs`` pipeline runs of ``per_run`` events each, interleaved;
+    each event carries its position in its run in a custom ``seq`` run facet."""
+    out = []
+    for i in range(per_run):
+        for r in range(runs):
+            event = run_event(name=f"job{r}", run_id=f"00000000-0000-4000-8000-{r:012d}")
+            event["run"]["facets"]["seq"] = {**facet("Seq"), "n": i}
+            out.append((f"run:team-a/job{r}", event))
+    return out
+
+
+def encoded(events: list[tuple[str, dict[str, Any]]]) -> list[tuple[str | None, bytes]]:
+    return [(key, orjson.dumps(event)) for key, event in events]
+
+
+def seq(event: dict[str, Any]) -> tuple[str, int]:
+    return event["job"]["name"], event["run"]["facets"]["seq"]["n"]
+
+
+def consumer_config(target: dict[str, Any], topic: str, **fields: Any) -> ConsumerConfig:
+    target = {"retry": FAST_RETRY, **target}
+    return ConsumerConfig.model_validate(
+        {
+            "target": target,
+            "topics": [topic],
+            "group_id": f"group.{topic}",
+            "group": TEST_GROUP,
+            "circuit_breaker": FAST_BREAKER,
+            "commit_interval_seconds": 0.2,
+            **fields,
+        }
+    )
+
+
+def metric(daemon: ConsumerDaemon, name: str, **labels: str) -> float:
+    """A counter of ``daemon`` as its /metrics shows it (0 when never incremented)."""
+    value = daemon.metrics.registry.get_sample_value(
+        f"lineage_consumer_{name}_total", {"consumer": daemon.name, **labels}
+    )
+    return value or 0.0
+
+
+async def wait_for(check: Callable[[], bool], within: float = 30.0, what: str = "") -> None:
+    deadline = time.monotonic() + within
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what or check}")
+        await asyncio.sleep(0.05)
+
+
+@contextlib.asynccontextmanager
+async def running(
+    bootstrap: str, config: ConsumerConfig, name: str = "test"
+) -> AsyncIterator[ConsumerDaemon]:
+    """A daemon running in this event loop, yielded once it holds partitions."""
+    daemon = ConsumerDaemon(name, config, bootstrap_servers=bootstrap, default_topic="unused")
+    stop = asyncio.Event()
+    task = asyncio.create_task(daemon.run(stop))
+    try:
+        await wait_for(
+            lambda: bool(daemon.health()[1]["assigned"]) or task.done(), what="assignment"
+        )
+        if task.done():
+            task.result()
+        yield daemon
+    finally:
+        stop.set()
+        await task
+
+
+@pytest.fixture
+def topic_with(broker, topic) -> Callable[[int], str]:
+    def make(partitions: int) -> str:
+        create_topic(broker.bootstrap_servers, topic, partitions)
+        return topic
+
+    return make

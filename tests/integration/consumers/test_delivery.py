@@ -1,0 +1,129 @@
+"""Consumer daemons against the real broker and a Marquez double: at least once, in order."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+
+import orjson
+import pytest
+
+from tests.doubles.marquez_double import MarquezDouble
+from tests.integration.consumers.conftest import (
+    consumer_config,
+    encoded,
+    metric,
+    produce,
+    running,
+    seq,
+    sequenced_run_events,
+    wait_for,
+)
+from tests.kafka_reader import read_topic
+from tests.sample_events import run_event
+
+pytestmark = pytest.mark.integration
+
+WHY = ("poison", "refused", "retries")
+
+
+def assert_in_order_per_run(received):
+    by_run = defaultdict(list)
+    for event in received:
+        job, n = seq(event)
+        by_run[job].append(n)
+    for job, numbers in by_run.items():
+        assert numbers == sorted(numbers), f"{job} out of order: {numbers}"
+    return by_run
+
+
+async def test_two_daemons_in_one_group_deliver_every_event_in_order_per_run(broker, topic_with):
+    topic = topic_with(4)
+    events = sequenced_run_events(runs=12, per_run=25)
+    async with MarquezDouble() as marquez:
+        config = consumer_config({"kind": "marquez", "url": marquez.url}, topic)
+        async with (
+            running(broker.bootstrap_servers, config, "a") as first,
+            running(broker.bootstrap_servers, config, "b") as second,
+        ):
+            await wait_for(
+                lambda: (
+                    len(first.health()[1]["assigned"]) + len(second.health()[1]["assigned"]) == 4
+                ),
+                what="both members to share the 4 partitions",
+            )
+            await asyncio.to_thread(produce, broker.bootstrap_servers, topic, encoded(events))
+            await wait_for(lambda: len(marquez.events) >= len(events), what="all events")
+        by_run = assert_in_order_per_run(marquez.events)
+    assert {job: len(ns) for job, ns in by_run.items()} == {f"job{r}": 25 for r in range(12)}
+    assert len(marquez.events) == len(events)  # a clean hand-over stores nothing twice
+    delivered = [metric(d, "delivered") for d in (first, second)]
+    assert all(n > 0 for n in delivered) and sum(delivered) == len(events)
+
+
+async def test_target_down_for_a_while_then_up_loses_nothing(broker, topic_with):
+    topic = topic_with(3)
+    events = sequenced_run_events(runs=6, per_run=10)
+    async with MarquezDouble() as marquez:
+        config = consumer_config({"kind": "marquez", "url": marquez.url}, topic)
+        await marquez.down()
+        async with running(broker.bootstrap_servers, config) as daemon:
+            await asyncio.to_thread(produce, broker.bootstrap_servers, topic, encoded(events))
+            await wait_for(lambda: daemon.breaker.state != "closed", what="circuit to open")
+            await asyncio.sleep(
+                0.5
+            )  # well past max_attempts times the backoff: nothing may give up
+            await marquez.up()
+            await wait_for(lambda: len(marquez.events) >= len(events), what="all events")
+            assert metric(daemon, "retried") > 0
+        assert_in_order_per_run(marquez.events)
+    assert len(marquez.events) == len(events)
+    dlq = await asyncio.to_thread(read_topic, broker.bootstrap_servers, f"{topic}.dlq", expect=0)
+    assert dlq == []
+
+
+async def test_refused_and_poison_messages_go_to_the_dlq_and_later_events_are_delivered(
+    broker, topic_with
+):
+    topic = topic_with(3)
+    key = "run:team-a/etl.daily"
+    good = [run_event(event_type=t) for t in ("START", "RUNNING", "COMPLETE")]
+    bad_value = run_event(event_type="BOGUS")  # Marquez: 400
+    messages = [
+        (key, orjson.dumps(good[0])),
+        (key, orjson.dumps(bad_value)),
+        (key, b"{not json"),  # poison: never reaches the target
+        (key, orjson.dumps(good[1])),
+        (key, b'{"eventTime": null, "producer": "x"}'),  # Marquez: 422
+        (key, orjson.dumps(good[2])),
+    ]
+    async with MarquezDouble() as marquez:
+        config = consumer_config({"kind": "marquez", "url": marquez.url}, topic)
+        async with running(broker.bootstrap_servers, config, "to-marquez") as daemon:
+            await asyncio.to_thread(produce, broker.bootstrap_servers, topic, messages)
+            await wait_for(lambda: len(marquez.events) >= 3, what="the good events")
+            await wait_for(
+                lambda: sum(metric(daemon, "dead_lettered", why=w) for w in WHY) == 3,
+                what="three dead letters",
+            )
+            assert metric(daemon, "dead_lettered", why="poison") == 1
+            assert metric(daemon, "dead_lettered", why="refused") == 2
+    assert marquez.events == good
+    dlq = await asyncio.to_thread(read_topic, broker.bootstrap_servers, f"{topic}.dlq", expect=3)
+    assert len(dlq) == 3
+    by_offset = {int(r.headers["dlq_source_offset"]): r for r in dlq}
+    assert sorted(by_offset) == [1, 2, 4]
+    refused, poison, null_field = by_offset[1], by_offset[2], by_offset[4]
+    assert refused.value == orjson.dumps(bad_value) and refused.key == key
+    assert refused.headers["dlq_http_status"] == b"400"
+    assert b"refused" in refused.headers["dlq_reason"]
+    assert b"bad eventType" in refused.headers["dlq_response_excerpt"]
+    assert refused.headers["dlq_retriable"] == b"false"
+    assert poison.headers["dlq_reason"].startswith(b"poison")
+    assert "dlq_http_status" not in poison.headers
+    assert null_field.headers["dlq_http_status"] == b"422"
+    for record in dlq:
+        assert record.headers["dlq_consumer"] == b"to-marquez"
+        assert record.headers["dlq_source_topic"] == topic.encode()
+        partition = int(record.headers["dlq_source_partition"])
+        assert 0 <= partition < 3
