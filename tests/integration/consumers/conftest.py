@@ -18,7 +18,7 @@ from consumers.daemon import ConsumerDaemon
 from tests.sample_events import facet, run_event
 
 # Short group timeouts: a join takes ~3 s on the test broker instead of ~23 s.
-TEST_GROUP = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 500}
+TEST_GROUP = {"session_timeout_ms": 3000, "heartbeat_interval_ms": 300}
 FAST_RETRY = {"max_attempts": 3, "initial_backoff_seconds": 0.01, "max_backoff_seconds": 0.05}
 FAST_BREAKER = {"threshold": 3, "open_seconds": 0.05, "max_open_seconds": 0.2}
 
