@@ -1,9 +1,11 @@
 """The aiohttp application: routes and the lifetime of everything the proxy holds.
 
-Start-up and shutdown read top to bottom in :func:`_destinations_lifecycle`: the Kafka
-producer is created, topics ensured, destinations wired into the pipeline; on shutdown
-(after aiohttp has let in-flight requests finish) the producer is flushed so nothing
-acknowledged is left in a local queue.
+Start-up and shutdown read top to bottom in :func:`_destinations_lifecycle`: the rules
+file is loaded and its destinations built (Kafka producers started, topics ensured,
+archive directories opened), the router wired into the pipeline and the rules file
+watched; on shutdown (after aiohttp has let in-flight requests finish) best-effort
+deliveries get their last chance, destinations are closed and the producers flushed so
+nothing acknowledged is left in a local queue.
 """
 
 from __future__ import annotations
@@ -17,21 +19,22 @@ from aiohttp import web
 
 from proxy.auth import Authenticator
 from proxy.config import ProxyConfig
-from proxy.destinations import Destination
-from proxy.destinations.kafka import KafkaDestination, KafkaProducer, producer_settings
+from proxy.destinations.registry import DestinationResources
 from proxy.http_errors import RequestError, error_response
 from proxy.lineage_endpoints import AUTHENTICATOR, CONFIG, PIPELINE, post_batch, post_event
 from proxy.metrics import ProxyMetrics
-from proxy.pipeline import EventPipeline
-from proxy.router import SingleTopicRouter
+from proxy.pipeline import BestEffortQueue, EventPipeline
 from proxy.validation import EventValidator
+from routing_rules.loader import BUILTIN_RULES
+from routing_rules.reload import LiveRules
+from routing_rules.stats import RoutingStats
 
-__all__ = ["DESTINATIONS", "METRICS", "create_app", "server_options"]
+__all__ = ["METRICS", "RULES", "create_app", "server_options"]
 
 log = logging.getLogger(__name__)
 
 METRICS = web.AppKey("metrics", ProxyMetrics)
-DESTINATIONS = web.AppKey("destinations", list[Destination])
+RULES = web.AppKey("rules", LiveRules)
 VALIDATOR = web.AppKey("validator", EventValidator)
 
 # Clients join "api/v1/lineage" onto whatever URL they were given, so any prefix works.
@@ -63,7 +66,7 @@ async def _healthz(request: web.Request) -> web.Response:
 
 
 async def _readyz(request: web.Request) -> web.Response:
-    durable = [d for d in request.app[DESTINATIONS] if d.durable]
+    durable = [d for d in request.app[RULES].destinations if d.durable]
     states = await asyncio.gather(*(d.ready() for d in durable))
     checks = {d.name: ok for d, ok in zip(durable, states, strict=True)}
     status = 200 if all(states) else 503
@@ -79,26 +82,36 @@ async def _metrics(request: web.Request) -> web.Response:
 
 async def _destinations_lifecycle(app: web.Application) -> AsyncIterator[None]:
     config = app[CONFIG]
-    kafka = config.kafka
-    producer = KafkaProducer(producer_settings(kafka.bootstrap_servers, kafka.producer))
-    producer.start()
-    if kafka.create_topics:
-        try:
-            await asyncio.to_thread(
-                producer.ensure_topics,
-                {kafka.topic: (kafka.topic_partitions, kafka.topic_replication_factor)},
-            )
-        except Exception as exc:  # the broker may come later; /readyz says so meanwhile
-            log.warning("could not ensure topic %s: %s", kafka.topic, exc)
-    destination = KafkaDestination("kafka", producer, kafka.topic)
-    app[DESTINATIONS] = [destination]
-    app[PIPELINE] = EventPipeline(app[VALIDATOR], SingleTopicRouter([destination]), app[METRICS])
+    routing = config.routing
+    resources = DestinationResources(config.kafka, routing.archive_root)
+    stats = RoutingStats()
+    app[METRICS].registry.register(stats)
+    rules = LiveRules(routing.rules or BUILTIN_RULES, resources, stats)
+    try:
+        router = await rules.start()
+    except BaseException:
+        await resources.close(config.server.shutdown_timeout_seconds)
+        raise
+    app[RULES] = rules
+    best_effort = BestEffortQueue(
+        routing.best_effort_queue_size, routing.best_effort_concurrency, app[METRICS]
+    )
+    pipeline = EventPipeline(app[VALIDATOR], router, app[METRICS], best_effort)
+    best_effort.start(pipeline.deliver_to)
+    app[PIPELINE] = pipeline
+    watcher = (
+        asyncio.create_task(rules.watch(routing.reload_interval_seconds), name="rules-watch")
+        if routing.reload_interval_seconds > 0
+        else None
+    )
     yield
+    if watcher is not None:
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
     timeout = config.server.shutdown_timeout_seconds
-    left = await asyncio.to_thread(producer.flush, timeout)
-    if left:
-        log.error("%d Kafka deliveries still queued at shutdown", left)
-    producer.stop()
+    await best_effort.close(timeout)
+    await rules.close()
+    await resources.close(timeout)
 
 
 def server_options(config: ProxyConfig) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
 from consumers.config import ConsumerConfig
+from proxy.destinations.kafka import refuse_weaker_durability
 from proxy.yaml_source import (
     ConfigError,
     YamlDocument,
@@ -32,6 +33,7 @@ __all__ = [
     "KafkaConfig",
     "LoggingConfig",
     "ProxyConfig",
+    "RoutingConfig",
     "ServerConfig",
     "TokenConfig",
     "ValidationConfig",
@@ -77,13 +79,7 @@ class KafkaConfig(Section):
 
     @model_validator(mode="after")
     def _durability_is_not_negotiable(self) -> KafkaConfig:
-        forced = {"acks": ("all", "-1", -1), "enable.idempotence": (True, "true")}
-        for key, allowed in forced.items():
-            if key in self.producer and self.producer[key] not in allowed:
-                raise ValueError(
-                    f"producer.{key}={self.producer[key]!r} would break the promise that a 2xx "
-                    "means the event is durable; remove it"
-                )
+        refuse_weaker_durability(self.producer)
         return self
 
 
@@ -130,6 +126,21 @@ class AuthConfig(Section):
         return self
 
 
+class RoutingConfig(Section):
+    # The rules file (routing_rules/ docs); None: the built-in routing_rules/default.yaml.
+    rules: Path | None = None
+    # Archive destinations with a relative directory are placed under this one.
+    archive_root: Path = Path("archive")
+    # How often the rules file's mtime is checked for hot reload; 0 turns watching off
+    # (SIGHUP still reloads).
+    reload_interval_seconds: Annotated[float, Field(ge=0)] = 2.0
+    # Best-effort destinations (http without required: true) are delivered off the
+    # request path from a bounded queue; when it is full, events for them are dropped
+    # and counted rather than slowing clients down.
+    best_effort_queue_size: Annotated[int, Field(gt=0)] = 10_000
+    best_effort_concurrency: Annotated[int, Field(gt=0)] = 16
+
+
 class LoggingConfig(Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     json_format: bool = False
@@ -140,6 +151,7 @@ class ProxyConfig(Section):
     kafka: KafkaConfig = Field(default_factory=KafkaConfig)
     validation: ValidationConfig = Field(default_factory=ValidationConfig)
     auth: AuthConfig = Field(default_factory=AuthConfig)
+    routing: RoutingConfig = Field(default_factory=RoutingConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     # Consumer daemons by name: `lineage-proxy consume NAME` (see consumers/config.py).
     consumers: dict[str, ConsumerConfig] = Field(default_factory=dict)
@@ -198,4 +210,13 @@ def _resolve_relative_paths(config: ProxyConfig, base: Path) -> ProxyConfig:
         validation = config.validation.model_copy(update={"extra_schema_dir": base / extra})
         config = config.model_copy(update={"validation": validation})
     consumers = {name: c.with_paths_under(base) for name, c in config.consumers.items()}
-    return config.model_copy(update={"consumers": consumers})
+    config = config.model_copy(update={"consumers": consumers})
+    routing = config.routing
+    updates = {
+        key: base / value
+        for key, value in (("rules", routing.rules), ("archive_root", routing.archive_root))
+        if value is not None and not value.is_absolute()
+    }
+    if updates:
+        config = config.model_copy(update={"routing": routing.model_copy(update=updates)})
+    return config

@@ -63,6 +63,8 @@ async def post_event(request: web.Request) -> web.Response:
             return _json(200, {"status": "success"})
         except DeliveryError as error:
             rejection = _delivery_failure(error)
+    elif rejection.reason == "invalid":
+        await pipeline.deliver_rejected(event, rejection)
     headers = _retry_after(request) if rejection.retriable else None
     raise RequestError(
         rejection.status,
@@ -98,9 +100,13 @@ async def post_batch(request: web.Request) -> web.Response:
         else:
             failures[index] = rejection
 
+    invalid = [i for i, r in failures.items() if r.reason == "invalid"]
     outcomes = await asyncio.gather(
-        *(pipeline.deliver(events[i]) for i in valid), return_exceptions=True
+        *(pipeline.deliver(events[i]) for i in valid),
+        *(pipeline.deliver_rejected(events[i], failures[i]) for i in invalid),
+        return_exceptions=True,
     )
+    outcomes = outcomes[: len(valid)]
     for index, outcome in zip(valid, outcomes, strict=True):
         if isinstance(outcome, DeliveryError):
             failures[index] = _delivery_failure(outcome)

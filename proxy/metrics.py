@@ -37,6 +37,12 @@ class ProxyMetrics:
             ["destination", "retriable"],
             registry=self.registry,
         )
+        self.best_effort_dropped = Counter(
+            "lineage_proxy_best_effort_dropped",
+            "Events not sent to a best-effort destination because its queue was full.",
+            ["destination"],
+            registry=self.registry,
+        )
         self.in_flight = Gauge(
             "lineage_proxy_in_flight_events",
             "Events handed to destinations and not yet confirmed.",

@@ -4,6 +4,13 @@ Kept apart from HTTP so that the single and the batch endpoint share it, and so 
 reads like the flow in DESIGN.md §1. :meth:`EventPipeline.check` is pure CPU and never
 raises; :meth:`EventPipeline.deliver` returns only when every durable destination has the
 event.
+
+This is the one place that decides what a multi-destination delivery means: durable
+destinations (kafka, archive, http with ``required: true``) are awaited together and any
+failure among them fails the event; best-effort ones (other http) are handed to a
+bounded background queue and never delay or fail the client's answer — their failures
+are logged and counted, and when the queue is full the event is dropped for them and
+counted.
 """
 
 from __future__ import annotations
@@ -11,7 +18,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -20,10 +29,10 @@ from proxy.auth import Principal
 from proxy.destinations import DeliveryError, Destination
 from proxy.metrics import ProxyMetrics
 from proxy.openlineage import event_kind, subject_name
-from proxy.router import Router
+from proxy.router import Route, Router
 from proxy.validation import EventValidator
 
-__all__ = ["EventPipeline", "Rejection"]
+__all__ = ["BestEffortQueue", "EventPipeline", "Rejection"]
 
 log = logging.getLogger(__name__)
 
@@ -39,11 +48,64 @@ class Rejection:
     retriable: bool = False
 
 
+class BestEffortQueue:
+    """Deliveries to best-effort destinations, off the request path, bounded."""
+
+    def __init__(self, size: int, concurrency: int, metrics: ProxyMetrics) -> None:
+        self.metrics = metrics
+        self.concurrency = concurrency
+        self._queue: asyncio.Queue[tuple[Destination, dict[str, Any], bytes]] = asyncio.Queue(size)
+        self._workers: list[asyncio.Task[None]] = []
+
+    def start(self, deliver_one: DeliverOne) -> None:
+        self._workers = [
+            asyncio.create_task(self._work(deliver_one), name=f"best-effort-{i}")
+            for i in range(self.concurrency)
+        ]
+
+    def submit(self, destination: Destination, event: dict[str, Any], payload: bytes) -> None:
+        try:
+            self._queue.put_nowait((destination, event, payload))
+        except asyncio.QueueFull:
+            self.metrics.best_effort_dropped.labels(destination.name).inc()
+            log.warning("best-effort queue full: event not sent to %s", destination.name)
+
+    async def _work(self, deliver_one: DeliverOne) -> None:
+        while True:
+            destination, event, payload = await self._queue.get()
+            try:
+                await deliver_one(destination, event, payload)
+            except Exception as exc:
+                log.warning("best-effort delivery to %s failed: %s", destination.name, exc)
+            finally:
+                self._queue.task_done()
+
+    async def close(self, drain_seconds: float) -> None:
+        """Give queued deliveries up to ``drain_seconds``, then stop."""
+        try:
+            await asyncio.wait_for(self._queue.join(), drain_seconds)
+        except TimeoutError:
+            log.error("%d best-effort deliveries dropped at shutdown", self._queue.qsize())
+        for worker in self._workers:
+            worker.cancel()
+        await asyncio.gather(*self._workers, return_exceptions=True)
+
+
+DeliverOne = Callable[[Destination, dict[str, Any], bytes], Awaitable[None]]
+
+
 class EventPipeline:
-    def __init__(self, validator: EventValidator, router: Router, metrics: ProxyMetrics) -> None:
+    def __init__(
+        self,
+        validator: EventValidator,
+        router: Router,
+        metrics: ProxyMetrics,
+        best_effort: BestEffortQueue,
+    ) -> None:
         self.validator = validator
         self.router = router
         self.metrics = metrics
+        self.best_effort = best_effort
 
     def check(self, event: Any, principal: Principal) -> Rejection | None:
         """Validate and authorize; None when the event may be delivered.
@@ -71,37 +133,65 @@ class EventPipeline:
 
     async def deliver(self, event: dict[str, Any]) -> None:
         """Route and deliver; raise :class:`DeliveryError` if a durable destination failed."""
-        route = self.router.route(event)
+        await self._deliver_route(self.router.route(event))
+        kind = event_kind(event)
+        self.metrics.accepted.labels(kind.value if kind else "unknown").inc()
+
+    async def deliver_rejected(self, event: Any, rejection: Rejection) -> None:
+        """Send an event that failed validation, with its reasons, to the ``rejected``
+        route if the rules name one. The client's 4xx does not depend on it: failures
+        are logged and counted, never raised."""
+        envelope = {
+            "eventTime": datetime.now(UTC)
+            .isoformat(timespec="milliseconds")
+            .replace("+00:00", "Z"),
+            "rejection": {
+                "status": rejection.status,
+                "reason": rejection.reason,
+                "error": rejection.error,
+                "details": rejection.details,
+            },
+            "event": event,
+        }
+        route = self.router.route_rejected(envelope)
+        try:
+            await self._deliver_route(route)
+        except DeliveryError as exc:
+            log.warning("rejected event not stored: %s", exc)
+
+    async def _deliver_route(self, route: Route) -> None:
         if not route.destinations:
             return
         payload = orjson.dumps(route.event)
+        durable = [d for d in route.destinations if d.durable]
+        for destination in route.destinations:
+            if not destination.durable:
+                self.best_effort.submit(destination, route.event, payload)
+        if not durable:
+            return
         self.metrics.in_flight.inc()
         try:
             results = await asyncio.gather(
-                *(self._deliver_one(d, route.event, payload) for d in route.destinations),
+                *(self.deliver_to(d, route.event, payload) for d in durable),
                 return_exceptions=True,
             )
         finally:
             self.metrics.in_flight.dec()
         failures = [
-            (d, r)
-            for d, r in zip(route.destinations, results, strict=True)
-            if isinstance(r, BaseException)
+            (d, r) for d, r in zip(durable, results, strict=True) if isinstance(r, BaseException)
         ]
         for destination, error in failures:
             log.warning("delivery to %s failed: %s", destination.name, error)
-        durable = [e for d, e in failures if d.durable]
-        if durable:
-            error = durable[0]
+        if failures:
+            error = failures[0][1]
             if isinstance(error, DeliveryError):
                 raise error
             raise DeliveryError("pipeline", repr(error), retriable=True) from error
-        kind = event_kind(event)
-        self.metrics.accepted.labels(kind.value if kind else "unknown").inc()
 
-    async def _deliver_one(
+    async def deliver_to(
         self, destination: Destination, event: dict[str, Any], payload: bytes
     ) -> None:
+        """Deliver to one destination, timed and counted (also the best-effort workers')."""
         started = time.perf_counter()
         try:
             await destination.deliver(event, payload)

@@ -1,8 +1,7 @@
 """The seam between "this event is valid" and "these destinations get it".
 
-The proxy asks a :class:`Router` where an event goes. :class:`SingleTopicRouter` is the
-built-in answer (every event to one Kafka topic); the rule engine in ``routing_rules/``
-is another implementation of the same protocol.
+The proxy asks a :class:`Router` where an event goes; the rule engine in
+``routing_rules/`` (:class:`routing_rules.router.RulesRouter`) is the implementation.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from typing import Any, Protocol
 
 from proxy.destinations import Destination
 
-__all__ = ["Route", "Router", "SingleTopicRouter"]
+__all__ = ["Route", "Router"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,12 +28,5 @@ class Route:
 class Router(Protocol):
     def route(self, event: dict[str, Any]) -> Route: ...
 
-
-class SingleTopicRouter:
-    """Every valid event to the same destinations, unchanged."""
-
-    def __init__(self, destinations: Sequence[Destination]) -> None:
-        self._destinations = tuple(destinations)
-
-    def route(self, event: dict[str, Any]) -> Route:
-        return Route(event, self._destinations)
+    def route_rejected(self, envelope: dict[str, Any]) -> Route:
+        """Where an event that failed validation goes too (wrapped with its reasons)."""

@@ -14,7 +14,7 @@ import signal
 
 from aiohttp import web
 
-from proxy.app import create_app, server_options
+from proxy.app import RULES, create_app, server_options
 from proxy.config import ProxyConfig
 from proxy.embedded_broker import EmbeddedBroker
 
@@ -40,6 +40,8 @@ async def _serve(config: ProxyConfig) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    # SIGHUP re-reads the rules file; a broken one is refused and the old rules stay.
+    loop.add_signal_handler(signal.SIGHUP, app[RULES].request_reload)
     async with contextlib.AsyncExitStack() as consumers:
         if config.server.run_consumers:
             from consumers.run import running_daemons

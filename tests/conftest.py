@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -17,6 +19,14 @@ from proxy.embedded_broker import EmbeddedBroker
 
 REPO = Path(__file__).resolve().parents[1]
 SPEC_DIR = REPO.parent / "shared" / "openlineage-spec"
+# Where proxies started by tests archive events unless a test names its own directory.
+ARCHIVE_ROOT = Path(tempfile.mkdtemp(prefix="lineage-proxy-test-archive-"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _remove_test_archive() -> Iterator[None]:
+    yield
+    shutil.rmtree(ARCHIVE_ROOT, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -37,6 +47,7 @@ def proxy_config(bootstrap: str, topic: str, **sections: dict[str, Any]) -> Prox
     base = load_config(REPO / "config.yaml", environ={})
     data = base.model_dump()
     data["kafka"].update(bootstrap_servers=bootstrap, topic=topic)
+    data["routing"]["archive_root"] = ARCHIVE_ROOT
     for section, values in sections.items():
         data.setdefault(section, {}).update(values)
     return ProxyConfig.model_validate(data)

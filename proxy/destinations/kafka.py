@@ -20,7 +20,13 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from proxy.destinations.base import DeliveryError
 from proxy.openlineage import event_key, event_kind, subject_name
 
-__all__ = ["KafkaDestination", "KafkaProducer", "event_headers", "producer_settings"]
+__all__ = [
+    "KafkaDestination",
+    "KafkaProducer",
+    "event_headers",
+    "producer_settings",
+    "refuse_weaker_durability",
+]
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +41,17 @@ _DEFAULTS: dict[str, Any] = {
     "request.timeout.ms": 3000,
     "socket.keepalive.enable": True,
 }
+
+
+def refuse_weaker_durability(overrides: Mapping[str, Any]) -> None:
+    """Raise ValueError when user settings try to weaken acks=all or idempotence."""
+    forced = {"acks": ("all", "-1", -1), "enable.idempotence": (True, "true")}
+    for key, allowed in forced.items():
+        if key in overrides and overrides[key] not in allowed:
+            raise ValueError(
+                f"producer.{key}={overrides[key]!r} would break the promise that a 2xx "
+                "means the event is durable; remove it"
+            )
 
 
 def producer_settings(

@@ -14,7 +14,7 @@ import orjson
 import pytest
 import requests
 
-from tests.conftest import REPO
+from tests.conftest import ARCHIVE_ROOT, REPO
 from tests.kafka_reader import read_topic
 from tests.sample_events import rich_run_event, run_event
 
@@ -59,6 +59,7 @@ def test_serve_with_env_overrides_delivers_then_drains_on_sigterm(broker, topic)
         "LINEAGE_PROXY__SERVER__PORT": str(port),
         "LINEAGE_PROXY__KAFKA__BOOTSTRAP_SERVERS": broker.bootstrap_servers,
         "LINEAGE_PROXY__KAFKA__TOPIC": topic,
+        "LINEAGE_PROXY__ROUTING__ARCHIVE_ROOT": str(ARCHIVE_ROOT),
     }
     process = subprocess.Popen(
         [sys.executable, "-m", "proxy", "serve", "--config", "config.yaml"],
@@ -86,6 +87,7 @@ def test_serve_embedded_starts_its_own_broker(tmp_path: Path):
     process = subprocess.Popen(
         [sys.executable, "-m", "proxy", "serve", "--config", "config.yaml", "--port", str(port)],
         cwd=REPO,
+        env={**os.environ, "LINEAGE_PROXY__ROUTING__ARCHIVE_ROOT": str(tmp_path)},
         stderr=subprocess.PIPE,
         text=True,
     )

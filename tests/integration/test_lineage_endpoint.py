@@ -255,7 +255,10 @@ async def test_health_ready_and_metrics(start_proxy):
     async with start_proxy() as url, ClientSession() as session:
         assert (await session.get(f"{url}/healthz")).status == 200
         ready = await session.get(f"{url}/readyz")
-        assert ready.status == 200 and (await ready.json())["destinations"] == {"kafka": True}
+        assert ready.status == 200 and (await ready.json())["destinations"] == {
+            "kafka": True,
+            "archive": True,
+        }
         await post(f"{url}/api/v1/lineage", run_event())
         await post(f"{url}/api/v1/lineage", {"eventTime": "bad"})
         text = await (await session.get(f"{url}/metrics")).text()

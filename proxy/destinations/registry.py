@@ -1,0 +1,176 @@
+"""Destination kinds: ``kind`` → typed config and builder, and the resources they share.
+
+A rules file declares destinations by name with a ``kind``; pydantic picks the config
+class by that ``kind`` (an unknown kind or key is a load error with file and line), and
+:func:`build_destination` turns a config into a live :class:`Destination`. Kafka
+destinations share one producer unless their ``producer`` overrides differ; relative
+archive directories are placed under the configured archive root.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+from proxy.config import KafkaConfig
+from proxy.destinations.archive import ArchiveDestination, ArchiveWriter
+from proxy.destinations.base import Destination
+from proxy.destinations.kafka import (
+    KafkaDestination,
+    KafkaProducer,
+    producer_settings,
+    refuse_weaker_durability,
+)
+from proxy.destinations.kafka_keys import key_function
+
+__all__ = [
+    "ArchiveDestinationConfig",
+    "DestinationConfig",
+    "DestinationResources",
+    "KafkaDestinationConfig",
+    "build_destination",
+]
+
+log = logging.getLogger(__name__)
+MiB = 1024 * 1024
+
+
+class _Config(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _key_strategy(text: str) -> str:
+    key_function(text)  # raises ValueError naming the problem
+    return text
+
+
+class KafkaDestinationConfig(_Config):
+    kind: Literal["kafka"]
+    # Default: kafka.topic of config.yaml.
+    topic: str | None = None
+    # run | job | dataset | none | a template of field paths such as "{job.namespace}".
+    key: Annotated[str, AfterValidator(_key_strategy)] = "run"
+    # Added to every message, after the ol_* headers.
+    headers: dict[str, str] = Field(default_factory=dict)
+    # librdkafka settings on top of kafka.producer; a separate producer when non-empty.
+    producer: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    # Used when the topic is created; default: kafka.topic_partitions / _replication_factor.
+    partitions: Annotated[int, Field(ge=1)] | None = None
+    replication_factor: Annotated[int, Field(ge=1)] | None = None
+
+    @model_validator(mode="after")
+    def _durability_is_not_negotiable(self) -> KafkaDestinationConfig:
+        refuse_weaker_durability(self.producer)
+        return self
+
+
+class ArchiveDestinationConfig(_Config):
+    kind: Literal["archive"]
+    # Relative: under routing.archive_root of config.yaml.
+    directory: Path
+    gzip: bool = False
+    max_file_bytes: Annotated[int, Field(gt=0)] = 128 * MiB
+    max_file_age_seconds: Annotated[float, Field(gt=0)] = 300.0
+    max_open_files: Annotated[int, Field(gt=0)] = 64
+
+
+DestinationConfig = Annotated[
+    KafkaDestinationConfig | ArchiveDestinationConfig, Field(discriminator="kind")
+]
+
+
+class DestinationResources:
+    """What destinations share: Kafka producers (by settings) and the archive root.
+
+    Owned by the app: created at start, :meth:`close` flushes and stops the producers
+    after every destination using them is closed.
+    """
+
+    def __init__(self, kafka: KafkaConfig, archive_root: Path) -> None:
+        self.kafka = kafka
+        self.archive_root = archive_root
+        self._producers: dict[tuple[tuple[str, Any], ...], KafkaProducer] = {}
+        self._ensured: set[str] = set()
+
+    def producer(self, overrides: Mapping[str, Any]) -> KafkaProducer:
+        settings = producer_settings(
+            self.kafka.bootstrap_servers, {**self.kafka.producer, **overrides}
+        )
+        key = tuple(sorted(settings.items()))
+        if key not in self._producers:
+            producer = KafkaProducer(settings)
+            producer.start()
+            self._producers[key] = producer
+        return self._producers[key]
+
+    @property
+    def producers(self) -> list[KafkaProducer]:
+        return list(self._producers.values())
+
+    async def ensure_topic(self, producer: KafkaProducer, topic: str, config: Any) -> None:
+        """Create ``topic`` once per process if config.yaml allows; a failure only warns
+        (the broker may come later; /readyz says so meanwhile)."""
+        if not self.kafka.create_topics or topic in self._ensured:
+            return
+        partitions = config.partitions or self.kafka.topic_partitions
+        replication = config.replication_factor or self.kafka.topic_replication_factor
+        try:
+            await asyncio.to_thread(producer.ensure_topics, {topic: (partitions, replication)})
+            self._ensured.add(topic)
+        except Exception as exc:
+            log.warning("could not ensure topic %s: %s", topic, exc)
+
+    async def close(self, flush_seconds: float) -> None:
+        for producer in self._producers.values():
+            left = await asyncio.to_thread(producer.flush, flush_seconds)
+            if left:
+                log.error("%d Kafka deliveries still queued at shutdown", left)
+            producer.stop()
+        self._producers.clear()
+
+
+async def _build_kafka(
+    name: str, config: KafkaDestinationConfig, resources: DestinationResources
+) -> Destination:
+    producer = resources.producer(config.producer)
+    topic = config.topic or resources.kafka.topic
+    await resources.ensure_topic(producer, topic, config)
+    return KafkaDestination(
+        name, producer, topic, key_for=key_function(config.key), extra_headers=config.headers
+    )
+
+
+async def _build_archive(
+    name: str, config: ArchiveDestinationConfig, resources: DestinationResources
+) -> Destination:
+    directory = config.directory
+    if not directory.is_absolute():
+        directory = resources.archive_root / directory
+    writer = ArchiveWriter(
+        directory,
+        gzip=config.gzip,
+        max_file_bytes=config.max_file_bytes,
+        max_file_age_seconds=config.max_file_age_seconds,
+        max_open_files=config.max_open_files,
+    )
+    return ArchiveDestination(name, writer)
+
+
+_BUILDERS: dict[str, Callable[[str, Any, DestinationResources], Any]] = {
+    "kafka": _build_kafka,
+    "archive": _build_archive,
+}
+
+
+async def build_destination(
+    name: str, config: DestinationConfig, resources: DestinationResources
+) -> Destination:
+    """A started destination for ``config`` (topics ensured, files opened)."""
+    destination: Destination = await _BUILDERS[config.kind](name, config, resources)
+    await destination.start()
+    return destination

@@ -1,0 +1,72 @@
+"""Compile a checked rules file into a :class:`~routing_rules.ruleset.Ruleset`, once.
+
+Patterns become compiled regexes or set lookups, field paths are split, transforms
+become closures, and destination names are resolved to whatever the caller routes to:
+live destinations in the proxy, plain names in the dry run.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from routing_rules.matcher import compile_match
+from routing_rules.patterns import compile_pattern
+from routing_rules.ruleset import CompiledRule, Ruleset
+from routing_rules.schema import RulesFile, rule_names
+from routing_rules.stats import DEFAULT_RULE, RoutingStats
+from routing_rules.throttle import RunningThrottle
+from routing_rules.transforms import compile_transform
+
+__all__ = ["compile_rules"]
+
+T = TypeVar("T")
+
+
+def compile_rules(
+    rules_file: RulesFile,
+    resolve: Callable[[str], T],
+    stats: RoutingStats,
+    *,
+    source: str = "",
+    clock: Callable[[], float] = time.monotonic,
+) -> Ruleset[T]:
+    """``resolve`` maps a destination name (already checked to exist) to what routes get."""
+    compiled: list[CompiledRule[T]] = []
+    names = rule_names(rules_file.rules)
+    for index, (name, rule) in enumerate(zip(names, rules_file.rules, strict=True)):
+        match = rule.match
+        guard = None
+        if match.job_namespace is not None:
+            # Indexed separately (see Ruleset), so not checked twice per event.
+            guard = compile_pattern(match.job_namespace)
+            match = match.model_copy(update={"job_namespace": None})
+        transforms = tuple(compile_transform(step) for step in rule.transform)
+        compiled.append(
+            CompiledRule(
+                name=name,
+                index=index,
+                matches=compile_match(match),
+                namespace_guard=guard,
+                throttle=(
+                    RunningThrottle(rule.throttle.interval_seconds, rule.throttle.max_runs, clock)
+                    if rule.throttle is not None
+                    else None
+                ),
+                transforms=transforms,
+                destinations=tuple(resolve(d) for d in dict.fromkeys(rule.to)),
+                continue_=rule.continue_,
+                drop=rule.drop,
+                stats=stats.for_rule(name),
+                moves_job_namespace=any(t.changes_job_namespace for t in transforms),
+            )
+        )
+    rejected = rules_file.rejected.to if rules_file.rejected is not None else []
+    return Ruleset(
+        compiled,
+        default=tuple(resolve(d) for d in dict.fromkeys(rules_file.default.to)),
+        default_stats=stats.for_rule(DEFAULT_RULE),
+        rejected=tuple(resolve(d) for d in dict.fromkeys(rejected)),
+        source=source,
+    )
