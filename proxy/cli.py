@@ -1,7 +1,8 @@
 """The ``lineage-proxy`` command line.
 
-Exit codes: 0 success; 1 the input was checked and found invalid (``validate``);
-2 bad usage or configuration (the message names file, line and key).
+Exit codes: 0 success; 1 the input was checked and found invalid (``validate``,
+``rules check``, ``rules test``); 2 bad usage or configuration (the message names file,
+line and key).
 """
 
 from __future__ import annotations
@@ -97,6 +98,82 @@ def _cmd_consume(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _rules_path(args: argparse.Namespace) -> Path:
+    from routing_rules.loader import BUILTIN_RULES
+
+    if args.file is not None:
+        return Path(args.file)
+    config = _config(args) if args.config else ProxyConfig()
+    return config.routing.rules or BUILTIN_RULES
+
+
+def _cmd_rules_check(args: argparse.Namespace) -> int:
+    from routing_rules.loader import load_rules_file
+
+    path = _rules_path(args)
+    try:
+        rules = load_rules_file(path)
+    except ConfigError as exc:
+        print(exc)
+        return EXIT_INVALID
+    print(f"{path}: ok ({len(rules.rules)} rules, {len(rules.destinations)} destinations)")
+    return EXIT_OK
+
+
+def _cmd_rules_test(args: argparse.Namespace) -> int:
+    from proxy.validation import EventValidator
+    from routing_rules.dry_run import DryRun
+    from routing_rules.loader import load_rules_file
+
+    try:
+        rules = load_rules_file(args.file)
+    except ConfigError as exc:
+        print(exc)
+        return EXIT_INVALID
+    config = _config(args) if args.config else ProxyConfig()
+    validator = EventValidator(
+        strict=config.validation.strict, extra_schema_dir=config.validation.extra_schema_dir
+    )
+    dry_run = DryRun(rules, validator, source=str(args.file))
+    status = EXIT_OK
+    for name in args.events:
+        try:
+            document = orjson.loads(Path(name).read_bytes())
+        except (OSError, orjson.JSONDecodeError) as exc:
+            print(f"{name}: cannot read an event: {exc}", file=sys.stderr)
+            status = EXIT_INVALID
+            continue
+        for outcome in dry_run.outcomes(name, document):
+            if args.json:
+                print(orjson.dumps(outcome.as_json()).decode())
+            else:
+                print(outcome.as_text())
+    return status
+
+
+def _add_rules_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    rules = commands.add_parser("rules", help="check routing rules files and dry-run events")
+    sub = rules.add_subparsers(dest="rules_command", required=True, metavar="COMMAND")
+    check = sub.add_parser(
+        "check", help="validate a rules file (exit 1 with file:line: reason if it is broken)"
+    )
+    check.add_argument(
+        "file", nargs="?", metavar="FILE", help="rules file (default: routing.rules of --config)"
+    )
+    check.add_argument("--config", type=Path, help="config naming the rules file")
+    check.set_defaults(func=_cmd_rules_check)
+    test = sub.add_parser(
+        "test",
+        help="dry run: for each event, the rules that matched, transforms, destinations "
+        "and the event as it would be sent",
+    )
+    test.add_argument("file", metavar="FILE", help="rules file")
+    test.add_argument("events", nargs="+", metavar="EVENT.json", help="an event or a batch")
+    test.add_argument("--config", type=Path, help="config with validation settings")
+    test.add_argument("--json", action="store_true", help="one JSON object per event")
+    test.set_defaults(func=_cmd_rules_test)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lineage-proxy",
@@ -125,6 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--config", type=Path, help="config with validation settings")
     validate.add_argument("--strict", action="store_true", help="reject facets of unknown schema")
     validate.set_defaults(func=_cmd_validate)
+    _add_rules_commands(commands)
     return parser
 
 

@@ -68,6 +68,8 @@ class Trace:
     matched: list[str] = field(default_factory=list)
     # (rule, transform description, values changed)
     transforms: list[tuple[str, str, int]] = field(default_factory=list)
+    # The default route decided (no rule sent the event anywhere).
+    defaulted: bool = False
 
 
 def _json_copy(event: dict[str, Any]) -> dict[str, Any]:
@@ -168,6 +170,8 @@ class Ruleset(Generic[T]):
         if collected:
             return Route(current, collected)  # type: ignore[arg-type]
         self.default_stats.matched += 1
+        if trace is not None:
+            trace.defaulted = True
         if not self.default:
             self.default_stats.dropped += 1
             return Route(current, (), dropped_by=DEFAULT_RULE)

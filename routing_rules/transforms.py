@@ -127,11 +127,20 @@ def _job_holders(event: dict[str, Any]) -> Iterator[Any]:
             yield root.get("job")
 
 
+# Column lineage names its input datasets too; left unmapped they would split the graph.
+_COLUMN_LINEAGE_INPUTS = (
+    FieldPath("outputs.*.facets.columnLineage.fields.*.inputFields.*"),
+    FieldPath("outputs.*.facets.columnLineage.dataset.*"),
+)
+
+
 def _dataset_holders(event: dict[str, Any]) -> Iterator[Any]:
     yield event.get("dataset")
     for side in ("inputs", "outputs"):
         datasets = event.get(side)
         yield from datasets if isinstance(datasets, list) else ()
+    for path in _COLUMN_LINEAGE_INPUTS:
+        yield from path.values(event)
 
 
 def _map_namespaces(
