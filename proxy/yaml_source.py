@@ -92,13 +92,25 @@ def format_validation_error(doc: YamlDocument, error: ValidationError) -> str:
     """One line per problem: ``where: dotted.key: message``."""
     out = []
     for item in error.errors(include_url=False):
-        loc = tuple(item["loc"])
+        loc = _document_loc(doc, tuple(item["loc"]), missing=item["type"] == "missing")
         dotted = ".".join(str(p) for p in loc) or "(top level)"
         message = item["msg"]
         if item["type"] == "extra_forbidden":
             message = "unknown key (check the spelling; see config.yaml for the known keys)"
         out.append(f"{doc.where(loc)}: {dotted}: {message}")
     return "\n".join(out)
+
+
+def _document_loc(doc: YamlDocument, loc: Path_, *, missing: bool) -> Path_:
+    """Drop the parts pydantic adds that are not in the file (a tagged union's tag, as in
+    ``destinations.x.kafka.key``), so the line and the dotted key are the user's own.
+    A missing key is kept: it is what the message is about."""
+    kept: Path_ = ()
+    for index, part in enumerate(loc):
+        named = missing and index == len(loc) - 1
+        if named or (*kept, part) in doc.lines or (*kept, part) in doc.overrides:
+            kept = (*kept, part)
+    return kept
 
 
 def set_path(data: dict[str, Any], path: Path_, value: Any) -> None:

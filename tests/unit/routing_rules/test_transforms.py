@@ -1,0 +1,223 @@
+"""Transforms: drop facets, redact, map namespaces, add tags — on a copy of the event."""
+
+from __future__ import annotations
+
+import copy
+
+from routing_rules.ruleset import Trace
+from routing_rules.transforms import PRODUCER, REDACTED
+from tests.sample_events import dataset_event, rich_run_event, run_event
+from tests.unit.routing_rules.helpers import ruleset
+
+
+def sent(rules_body: str, event: dict) -> tuple[dict, Trace]:
+    trace = Trace()
+    route = ruleset(rules_body).route(event, trace)
+    return route.event, trace
+
+
+def test_transforms_never_touch_the_callers_event():
+    event = rich_run_event()
+    before = copy.deepcopy(event)
+    out, _ = sent(
+        """
+        rules:
+          - transform: [{redact: [job.facets.sql.query]}, {drop_facets: [schema]}]
+            to: [a]
+        default: {to: [b]}
+        """,
+        event,
+    )
+    assert event == before
+    assert out["job"]["facets"]["sql"]["query"] == REDACTED
+
+
+def test_drop_facets_by_name_and_glob_everywhere():
+    event = rich_run_event()
+    event["run"]["facets"]["spark_properties"] = {"_producer": "p", "_schemaURL": "s"}
+    event["run"]["facets"]["spark_version"] = {"_producer": "p", "_schemaURL": "s"}
+    out, trace = sent(
+        """
+        rules:
+          - transform: [{drop_facets: [schema, "spark_*", outputStatistics, absent]}]
+            to: [a]
+        default: {to: [b]}
+        """,
+        event,
+    )
+    assert "spark_properties" not in out["run"]["facets"]
+    assert "spark_version" not in out["run"]["facets"]
+    assert "processing_engine" in out["run"]["facets"]
+    assert "schema" not in out["inputs"][0]["facets"]
+    assert "schema" not in out["outputs"][0]["facets"]
+    assert "columnLineage" in out["outputs"][0]["facets"]
+    assert out["outputs"][0]["outputFacets"] == {}
+    assert trace.transforms[0][2] == 5
+
+
+def test_drop_facets_tolerates_odd_shapes():
+    event = {"run": {"facets": None}, "job": "x", "inputs": [None, {"facets": []}]}
+    out, trace = sent(
+        "rules: [{transform: [{drop_facets: [a]}], to: [a]}]\ndefault: {to: [b]}", event
+    )
+    assert out == event and trace.transforms[0][2] == 0
+
+
+def test_redact_paths_with_wildcards_and_missing_paths():
+    event = rich_run_event()
+    out, trace = sent(
+        """
+        rules:
+          - transform:
+              - redact: [job.facets.sql.query, "inputs.*.facets.dataSource.uri", job.facets.nope.x]
+            to: [a]
+        default: {to: [b]}
+        """,
+        event,
+    )
+    assert out["job"]["facets"]["sql"]["query"] == REDACTED
+    assert out["inputs"][0]["facets"]["dataSource"]["uri"] == REDACTED
+    assert "nope" not in out["job"]["facets"]  # nothing created
+    assert trace.transforms == [
+        (
+            "rule-1",
+            "redact job.facets.sql.query, inputs.*.facets.dataSource.uri, job.facets.nope.x",
+            2,
+        )
+    ]
+
+
+def test_redact_replaces_non_string_values_too():
+    event = rich_run_event()
+    out, _ = sent(
+        "rules: [{transform: [{redact: [outputs.0.outputFacets.outputStatistics]}], to: [a]}]\n"
+        "default: {to: [b]}",
+        event,
+    )
+    assert out["outputs"][0]["outputFacets"]["outputStatistics"] == REDACTED
+
+
+def test_map_namespaces_exact_and_regex_for_datasets_and_jobs_including_parents():
+    event = rich_run_event(
+        namespace="legacy",
+        parent=("legacy", "app", "0176a8c2-fe01-7439-87e6-56a1a1b4029f"),
+        root=("legacy", "dag", "0176a8c2-fe01-7439-87e6-56a1a1b40200"),
+    )
+    event["inputs"].append({"namespace": "s3a://bucket", "name": "k"})
+    out, trace = sent(
+        r"""
+        rules:
+          - transform:
+              - map_namespaces:
+                  datasets:
+                    - {from: "s3://raw-bucket", to: "s3://raw"}
+                    - {from_regex: "s3a://(.*)", to: "s3://\\1"}
+                  jobs:
+                    - {from: legacy, to: modern}
+            to: [a]
+        default: {to: [b]}
+        """,
+        event,
+    )
+    assert [d["namespace"] for d in out["inputs"]] == ["s3://raw", "s3://bucket"]
+    assert out["outputs"][0]["namespace"] == "hive://metastore:9083"  # no mapping applies
+    column_inputs = out["outputs"][0]["facets"]["columnLineage"]["fields"]["amount"]
+    assert column_inputs["inputFields"][0]["namespace"] == "s3://raw"
+    assert out["job"]["namespace"] == "modern"
+    parent = out["run"]["facets"]["parent"]
+    assert parent["job"]["namespace"] == "modern"
+    assert parent["root"]["job"]["namespace"] == "modern"
+    assert trace.transforms[0][2] == 6
+
+
+def test_regex_mapping_is_a_full_match():
+    event = run_event()
+    event["inputs"] = [{"namespace": "xs3a://b", "name": "n"}]
+    out, _ = sent(
+        r"""
+        rules:
+          - transform: [{map_namespaces: {datasets: [{from_regex: "s3a://(.*)", to: "s3://\\1"}]}}]
+            to: [a]
+        default: {to: [b]}
+        """,
+        event,
+    )
+    assert out["inputs"][0]["namespace"] == "xs3a://b"
+
+
+def test_map_namespace_of_a_dataset_event_and_non_string_namespace():
+    event = dataset_event(namespace="kafka://b1:9092")
+    body = """
+        rules:
+          - transform: [{map_namespaces: {datasets: [{from: "kafka://b1:9092", to: kafka://prod}]}}]
+            to: [a]
+        default: {to: [b]}
+    """
+    out, _ = sent(body, event)
+    assert out["dataset"]["namespace"] == "kafka://prod"
+    odd = {"dataset": {"namespace": 7}}
+    assert sent(body, odd)[0] == odd
+
+
+def test_add_tags_creates_the_tags_facet_and_replaces_same_key():
+    event = run_event()
+    body = """
+        rules:
+          - transform: [{add_tags: {team: payments, tier: gold}}]
+            to: [a]
+        default: {to: [b]}
+    """
+    out, _ = sent(body, event)
+    facet = out["job"]["facets"]["tags"]
+    assert facet["_producer"] == PRODUCER
+    assert facet["_schemaURL"].endswith("TagsJobFacet.json#/$defs/TagsJobFacet")
+    assert facet["tags"] == [
+        {"key": "team", "value": "payments", "source": "lineage-proxy"},
+        {"key": "tier", "value": "gold", "source": "lineage-proxy"},
+    ]
+    event["job"]["facets"]["tags"] = {
+        "_producer": "x",
+        "_schemaURL": "y",
+        "tags": [{"key": "team", "value": "old"}, {"key": "pii", "value": "true"}],
+    }
+    again, _ = sent(body, event)
+    assert [(t["key"], t["value"]) for t in again["job"]["facets"]["tags"]["tags"]] == [
+        ("team", "payments"),
+        ("pii", "true"),
+        ("tier", "gold"),
+    ]
+
+
+def test_add_tags_on_a_dataset_event_and_unicode():
+    out, _ = sent(
+        """
+        rules:
+          - transform: [{add_tags: {équipe: données}}]
+            to: [a]
+        default: {to: [b]}
+        """,
+        dataset_event(),
+    )
+    facet = out["dataset"]["facets"]["tags"]
+    assert facet["_schemaURL"].endswith("TagsDatasetFacet.json#/$defs/TagsDatasetFacet")
+    assert facet["tags"][0]["key"] == "équipe" and facet["tags"][0]["value"] == "données"
+
+
+def test_transforms_of_continued_rules_accumulate_in_order():
+    event = rich_run_event()
+    out, trace = sent(
+        """
+        rules:
+          - name: first
+            transform: [{redact: [job.facets.sql.query]}]
+            continue: true
+          - name: second
+            match: {fields: {job.facets.sql.query: "***REDACTED***"}}
+            transform: [{drop_facets: [sql]}]
+            to: [a]
+        default: {to: [b]}
+        """,
+        event,
+    )
+    assert trace.matched == ["first", "second"]
+    assert "sql" not in out["job"]["facets"]
