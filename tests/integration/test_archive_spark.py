@@ -41,6 +41,10 @@ async def _archive(directory: Path, events: list[dict], *, gzip: bool) -> Archiv
     return writer
 
 
+def _in_progress_files(directory: Path) -> list[Path]:
+    return [p for p in directory.rglob("*") if p.name.endswith(".inprogress")]
+
+
 async def test_spark_reads_the_archive_as_it_is(tmp_path: Path, spark):
     events = []
     for namespace, event_time in [
@@ -61,7 +65,7 @@ async def test_spark_reads_the_archive_as_it_is(tmp_path: Path, spark):
     unfinished = rich_run_event(namespace="team-a")
     unfinished["eventTime"] = "2026-11-23T12:00:00Z"
     live = await _archive(tmp_path, [unfinished], gzip=False)  # still writing
-    assert any(p.name.endswith(".inprogress") for p in tmp_path.rglob("*"))
+    assert _in_progress_files(tmp_path)
 
     frame = spark.read.json(str(tmp_path))
     rows = frame.select("dt", "namespace", "eventTime").collect()
