@@ -1,0 +1,166 @@
+"""``enable_lineage(spark)``: the one call that makes a PySpark job emit OpenLineage.
+
+Starts py4j's callback server (so the JVM can call Python), registers
+:class:`~spark_emitter.listener.LineageListener` on the SparkContext, announces the
+application run, and arranges that the application's COMPLETE goes out and the send queue
+drains when Spark stops or, if the script never stops Spark, when Python exits.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from spark_emitter.config import EmitterConfig, resolve_config
+from spark_emitter.delivery import DeliveryStats, EventSender
+from spark_emitter.events import AppContext, JobRef, normalize_name
+from spark_emitter.listener import LineageListener
+from spark_emitter.plan_reader import CatalogContext
+
+__all__ = ["LineageEmitter", "enable_lineage"]
+
+log = logging.getLogger(__name__)
+
+_SESSION_ATTRIBUTE = "_openlineage_emitter"
+# How long to let Spark's listener bus catch up at interpreter exit, before reporting the
+# application's end (executions still queued there would otherwise come after it).
+_BUS_DRAIN_MS = 10_000
+
+
+class LineageEmitter:
+    """Handle on an enabled emitter: its application run id, counters, and close()."""
+
+    def __init__(self, spark: Any, listener: LineageListener, sender: EventSender) -> None:
+        self._spark = spark
+        self._listener = listener
+        self._sender = sender
+
+    @property
+    def app_run_id(self) -> str:
+        return self._listener.app.app_run_id
+
+    @property
+    def app_job(self) -> JobRef:
+        return self._listener.app.application
+
+    @property
+    def stats(self) -> DeliveryStats:
+        return self._sender.stats
+
+    @property
+    def callback_failures(self) -> int:
+        return self._listener.failures
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until Spark has delivered pending listener events and they were sent."""
+        self._wait_for_listener_bus(int(timeout * 1000))
+        return self._sender.flush(timeout)
+
+    def close(self) -> bool:
+        """Report the application's end now (if Spark has not) and drain the queue."""
+        if not self._listener.finished:
+            self._wait_for_listener_bus(_BUS_DRAIN_MS)
+        return self._listener.finish()
+
+    def _wait_for_listener_bus(self, timeout_ms: int) -> None:
+        try:
+            self._spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(timeout_ms)
+        except Exception:  # JVM gone or bus stopped: nothing left to wait for
+            log.debug("openlineage: listener bus not drained", exc_info=True)
+
+
+def _catalog_context(spark: Any) -> CatalogContext:
+    jvm = spark.sparkContext._jvm
+    hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
+    warehouse_path = jvm.org.apache.hadoop.fs.Path(spark.conf.get("spark.sql.warehouse.dir"))
+    warehouse = str(warehouse_path.getFileSystem(hadoop_conf).makeQualified(warehouse_path))
+    metastore = None
+    if spark.conf.get("spark.sql.catalogImplementation", "in-memory") == "hive":
+        metastore = hadoop_conf.get("hive.metastore.uris") or None
+    return CatalogContext(spark._jsparkSession, metastore, warehouse)
+
+
+def _app_context(spark: Any, config: EmitterConfig, conf: Mapping[str, str]) -> AppContext:
+    parent = root = None
+    if config.parent_namespace and config.parent_name and config.parent_run_id:
+        parent = JobRef(config.parent_namespace, config.parent_name, config.parent_run_id)
+    if config.root_namespace and config.root_name and config.root_run_id:
+        root = JobRef(config.root_namespace, config.root_name, config.root_run_id)
+    return AppContext(
+        namespace=config.namespace,
+        app_name=normalize_name(config.app_name or spark.sparkContext.appName),
+        app_run_id=str(uuid.uuid4()),
+        spark_version=spark.version,
+        spark_properties={k: conf[k] for k in config.captured_properties if k in conf},
+        parent=parent,
+        root=root,
+        append_dataset_name=config.append_dataset_name,
+    )
+
+
+def enable_lineage(
+    spark: Any,
+    *,
+    url: str | None = None,
+    namespace: str | None = None,
+    api_key: str | None = None,
+    endpoint: str | None = None,
+    timeout: float | None = None,
+    app_name: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> LineageEmitter | None:
+    """Make ``spark`` emit OpenLineage events; returns None when disabled or no URL is set.
+
+    Arguments left out come from Spark conf (``spark.openlineage.*``) or the environment
+    (``OPENLINEAGE_URL``, ``OPENLINEAGE_NAMESPACE``, ``OPENLINEAGE_API_KEY``); see
+    :mod:`spark_emitter.config`. Calling it again on the same session returns the same
+    emitter.
+    """
+    existing = getattr(spark, _SESSION_ATTRIBUTE, None)
+    if existing is not None:
+        return existing
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    conf = dict(spark.sparkContext.getConf().getAll())
+    config = resolve_config(
+        conf,
+        os.environ if environ is None else environ,
+        {
+            "url": url,
+            "namespace": namespace,
+            "api_key": api_key,
+            "endpoint": endpoint,
+            "timeout": timeout,
+            "app_name": app_name,
+        },
+    )
+    if config.disabled or not config.url:
+        log.info("openlineage: not enabled (%s)", "disabled" if config.disabled else "no URL set")
+        return None
+    sender = EventSender(
+        config.url,
+        endpoint=config.endpoint,
+        api_key=config.api_key,
+        timeout=config.timeout,
+        queue_size=config.queue_size,
+    )
+    listener = LineageListener(
+        _app_context(spark, config, conf),
+        sender,
+        _catalog_context(spark),
+        spark.sparkContext._jvm,
+        config.drain_timeout,
+    )
+    ensure_callback_server_started(spark.sparkContext._gateway)
+    listener.start(int(spark.sparkContext.startTime) or int(time.time() * 1000))
+    spark.sparkContext._jsc.sc().addSparkListener(listener)
+    emitter = LineageEmitter(spark, listener, sender)
+    setattr(spark, _SESSION_ATTRIBUTE, emitter)
+    # Registered after the SparkContext, so it runs before anything that stops the JVM.
+    atexit.register(emitter.close)
+    return emitter

@@ -1,0 +1,283 @@
+"""Read what a Spark SQL execution did out of the JVM, through py4j, into plain facts.
+
+Called from the listener with the ``SparkListenerSQLExecutionEnd`` event, which carries
+the execution's ``QueryExecution``. The plan itself comes over as one JSON string
+(:mod:`.plan`); py4j calls are made only for what that JSON leaves out — file paths,
+table locations, JDBC URLs, write modes and the write's metrics — so a query costs a
+handful of round trips, not one per node.
+
+Every function here may raise (py4j errors, a Spark version without some method); the
+listener guards the call as a whole.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from spark_emitter.dataset_naming import jdbc_dataset, path_dataset, table_symlink
+from spark_emitter.execution import ExecutionFacts, ReadFacts, WriteFacts
+from spark_emitter.plan import Node, parse_tree, type_name
+
+__all__ = ["CatalogContext", "read_execution"]
+
+# Commands that write a query's result: root class → (table accessor, lifecycle when the
+# table is new). The query is reached with .query() on all of them.
+_TABLE_WRITES = {
+    "CreateDataSourceTableAsSelectCommand": "table",
+    "SaveAsV1TableCommand": "tableDesc",
+    "CreateHiveTableAsSelectCommand": "tableDesc",
+    "OptimizedCreateHiveTableAsSelectCommand": "tableDesc",
+}
+_CREATE_TABLE = {"CreateDataSourceTableCommand": "table", "CreateTableCommand": "table"}
+
+
+@dataclass(frozen=True)
+class CatalogContext:
+    """How to name tables in this session: metastore URI (Hive) or warehouse location."""
+
+    session: Any  # the JVM SparkSession
+    metastore_uri: str | None
+    warehouse: str
+
+
+def _option(value: Any) -> Any:
+    return value.get() if value is not None and value.isDefined() else None
+
+
+def _seq(value: Any) -> list[Any]:
+    return [value.apply(i) for i in range(value.size())]
+
+
+def _simple_name(obj: Any) -> str:
+    return str(obj.getClass().getSimpleName()).rstrip("$")
+
+
+def _table_location(table: Any, context: CatalogContext) -> str:
+    location = _option(table.storage().locationUri())
+    if location is None:
+        location = context.session.sessionState().catalog().defaultTablePath(table.identifier())
+    return str(location.toString())
+
+
+def _table_names(table: Any, context: CatalogContext) -> tuple[tuple[str, str], tuple[str, str]]:
+    """(location-named dataset, catalog symlink) of a CatalogTable."""
+    identifier = table.identifier()
+    database = _option(identifier.database())
+    if database is None:
+        database = context.session.sessionState().catalog().getCurrentDatabase()
+    symlink = table_symlink(
+        str(database),
+        str(identifier.table()),
+        context.metastore_uri,
+        context.warehouse,
+    )
+    return path_dataset(_table_location(table, context)), symlink
+
+
+def _read_leaf(leaf: Any, context: CatalogContext) -> ReadFacts:
+    kind = _simple_name(leaf)
+    if kind == "LogicalRelation":
+        relation = leaf.relation()
+        relation_kind = _simple_name(relation)
+        table = _option(leaf.catalogTable())
+        if table is not None:
+            dataset, symlink = _table_names(table, context)
+            source = str(_option(table.provider()) or "") or None
+            return ReadFacts(kind, dataset, symlink, source)
+        if relation_kind == "HadoopFsRelation":
+            paths = [str(p.toString()) for p in _seq(relation.location().rootPaths())]
+            source = str(relation.fileFormat().toString()).lower()
+            # One dataset per relation: a multi-path read is named by its first root.
+            return ReadFacts(kind, path_dataset(paths[0]) if paths else None, None, source)
+        if relation_kind == "JDBCRelation":
+            options = relation.jdbcOptions()
+            dataset = jdbc_dataset(str(options.url()), str(options.tableOrQuery()))
+            return ReadFacts(kind, dataset, None, "jdbc")
+        return ReadFacts(kind)
+    if kind == "HiveTableRelation":
+        dataset, symlink = _table_names(leaf.tableMeta(), context)
+        return ReadFacts(kind, dataset, symlink, "hive")
+    if kind == "InMemoryRelation":
+        # Read from memory; the datasets behind it were read when the cache was filled.
+        inner = _seq(leaf.cacheBuilder().logicalPlan().collectLeaves())
+        behind = [r for plan_leaf in inner if (r := _read_leaf(plan_leaf, context)).dataset]
+        return ReadFacts(kind, cached_from=behind)
+    return ReadFacts(kind)
+
+
+def _reads(query: Any, context: CatalogContext) -> list[ReadFacts]:
+    return [_read_leaf(leaf, context) for leaf in _seq(query.collectLeaves())]
+
+
+def _mode(command: Any) -> str:
+    return str(command.mode().toString())
+
+
+def _write(root: Any, root_node: Node, context: CatalogContext) -> tuple[Any, WriteFacts | None]:
+    """The JVM query under a write command (or the plan itself) and the write's target."""
+    kind = root_node.cls
+    if kind == "InsertIntoHadoopFsRelationCommand":
+        lifecycle = "OVERWRITE" if _mode(root) == "Overwrite" else None
+        table = _option(root.catalogTable())
+        dataset = path_dataset(str(root.outputPath().toString()))
+        symlink = _table_names(table, context)[1] if table is not None else None
+        names = [str(n) for n in _seq(root.outputColumnNames())]
+        partitions = [str(a.name()) for a in _seq(root.partitionColumns())]
+        source = str(root.fileFormat().toString()).lower()
+        return root.query(), WriteFacts(dataset, symlink, lifecycle, source, names, partitions)
+    if kind in _TABLE_WRITES:
+        table = getattr(root, _TABLE_WRITES[kind])()
+        dataset, symlink = _table_names(table, context)
+        lifecycle = "OVERWRITE" if _mode(root) == "Overwrite" else "CREATE"
+        # The query's own column names are the table's (SaveAsV1TableCommand has no
+        # outputColumnNames).
+        names = None
+        partitions = [str(n) for n in _seq(table.partitionColumnNames())]
+        source = str(_option(table.provider()) or "") or None
+        return root.query(), WriteFacts(dataset, symlink, lifecycle, source, names, partitions)
+    if kind == "InsertIntoHiveTable":
+        dataset, symlink = _table_names(root.table(), context)
+        lifecycle = "OVERWRITE" if root.overwrite() else None
+        names = [str(n) for n in _seq(root.outputColumnNames())]
+        return root.query(), WriteFacts(dataset, symlink, lifecycle, "hive", names)
+    if kind == "SaveIntoDataSourceCommand":
+        options = root.options()
+        url, table = _option(options.get("url")), _option(options.get("dbtable"))
+        if url is not None and table is not None:
+            lifecycle = "OVERWRITE" if _mode(root) == "Overwrite" else None
+            dataset = jdbc_dataset(str(url), str(table))
+            return root.query(), WriteFacts(dataset, None, lifecycle, "jdbc")
+        return root.query(), None
+    if kind in _CREATE_TABLE:
+        dataset, symlink = _table_names(getattr(root, _CREATE_TABLE[kind])(), context)
+        return None, WriteFacts(dataset, symlink, "CREATE")
+    if kind in ("DropTable", "DropTableCommand"):
+        return None, _dropped_table(root, kind, context)
+    return root, None
+
+
+def _dropped_table(root: Any, kind: str, context: CatalogContext) -> WriteFacts | None:
+    if kind == "DropTableCommand":
+        identifier = root.tableName()
+        database, table = _option(identifier.database()), str(identifier.table())
+    else:
+        resolved = root.child()
+        identifier = resolved.identifier()
+        namespace = [str(n) for n in identifier.namespace()]
+        database, table = (namespace[-1] if namespace else None), str(identifier.name())
+    jvm_identifier = (
+        context.session.sessionState()
+        .sqlParser()
+        .parseTableIdentifier(f"{database}.{table}" if database else table)
+    )
+    location = context.session.sessionState().catalog().defaultTablePath(jvm_identifier)
+    symlink = table_symlink(database, table, context.metastore_uri, context.warehouse)
+    return WriteFacts(path_dataset(str(location.toString())), symlink, "DROP")
+
+
+def _write_metrics(executed: Any) -> tuple[int | None, int | None, int | None]:
+    """(rows, bytes, files) written, from the write node of the executed plan."""
+    node = executed
+    for _ in range(6):
+        kind = _simple_name(node)
+        if kind == "AdaptiveSparkPlanExec":
+            node = node.executedPlan()
+            continue
+        metrics = node.metrics()
+        if metrics.contains("numOutputBytes"):
+            rows, size, files = (
+                _option(metrics.get(key)) for key in ("numOutputRows", "numOutputBytes", "numFiles")
+            )
+            return _metric(rows), _metric(size), _metric(files)
+        children = node.children()
+        if children.size() != 1:
+            break
+        node = children.apply(0)
+    return None, None, None
+
+
+def _schema(query: Any) -> list[tuple[str, str]]:
+    fields = json.loads(str(query.schema().json())).get("fields", [])
+    return [(str(f["name"]), type_name(f["type"])) for f in fields]
+
+
+def _metric(metric: Any) -> int | None:
+    return int(metric.value()) if metric is not None else None
+
+
+def _command_name(executed: Any) -> str:
+    """The executed plan's root node name, as the official integration names jobs.
+
+    WholeStageCodegen says nothing, so it is unwrapped. Spark 4 also wraps write commands
+    in AdaptiveSparkPlan where Spark 3.5 does not; unwrapping that when it holds a command
+    keeps a write's job name the same on both (``execute_insert_into_...``).
+    """
+    kind = _simple_name(executed)
+    if kind == "WholeStageCodegenExec":
+        executed = executed.child()
+    elif kind == "AdaptiveSparkPlanExec":
+        inner = executed.inputPlan()
+        if str(inner.nodeName()).startswith("Execute "):
+            executed = inner
+    return str(executed.nodeName())
+
+
+def _failure(end_event: Any, jvm: Any) -> tuple[str | None, str | None]:
+    failure = _option(end_event.executionFailure())
+    if failure is None:
+        # Spark reports success as an empty error message, not a missing one.
+        message = _option(end_event.errorMessage())
+        if not message:
+            return None, None
+        return str(message).split("\n", 1)[0], str(message)
+    message = failure.getMessage()
+    text = str(message) if message is not None else str(failure.toString())
+    return text, str(jvm.org.apache.spark.util.Utils.exceptionString(failure))
+
+
+def read_execution(
+    end_event: Any, start_ms: int | None, context: CatalogContext, jvm: Any
+) -> ExecutionFacts | None:
+    """Facts of the execution that ``end_event`` (SparkListenerSQLExecutionEnd) closes."""
+    qe = end_event.qe()
+    if qe is None:
+        return None
+    error, stack = _failure(end_event, jvm)
+    try:
+        plan = qe.optimizedPlan()
+    except Exception:  # a query that failed in the optimizer has no optimized plan
+        plan = qe.analyzed()
+    root_node = parse_tree(json.loads(str(plan.toJSON())))
+    query_jvm, write = _write(plan, root_node, context)
+    query = _query_node(root_node) if query_jvm is not None else None
+    try:
+        executed = qe.executedPlan()
+        command = _command_name(executed)
+        rows, size, files = _write_metrics(executed) if write is not None else (None, None, None)
+    except Exception:  # planning failed: name the job after the logical plan
+        command, rows, size, files = f"Execute {root_node.cls}", None, None, None
+    end_ms = int(end_event.time())
+    duration_ms = int(end_event.duration()) // 1_000_000
+    return ExecutionFacts(
+        execution_id=int(end_event.executionId()),
+        action=str(_option(end_event.executionName()) or "unknown"),
+        command=command,
+        start_ms=start_ms if start_ms is not None else end_ms - duration_ms,
+        end_ms=end_ms,
+        query=query,
+        output_schema=_schema(query_jvm) if query_jvm is not None else [],
+        reads=_reads(query_jvm, context) if query_jvm is not None else [],
+        write=write,
+        error=error,
+        stack_trace=stack,
+        rows=rows,
+        bytes=size,
+        files=files,
+    )
+
+
+def _query_node(root: Node) -> Node:
+    """The part of the JSON plan that computes the data (under a write command, its query)."""
+    return root.plan_field("query") or root

@@ -1,0 +1,100 @@
+"""One local-mode SparkSession for every Spark test, with the emitter enabled.
+
+A JVM start costs 10 to 20 s, so the whole suite shares one session (``local[2]``, UI off,
+few shuffle partitions). Its events go to :class:`LineageReceiver`, a real HTTP server on
+loopback; tests tell their own events apart by the unique paths they write.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from spark_emitter import LineageEmitter, enable_lineage
+
+
+class LineageReceiver:
+    """Records every event POSTed to it; answers like the proxy (200)."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.requests: list[tuple[str, dict[str, str]]] = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                receiver.requests.append((self.path, dict(self.headers)))
+                receiver.events.append(json.loads(body))
+                self.send_response(200)
+                self.end_headers()
+                self.wfile.write(b'{"status":"success"}')
+
+            def log_message(self, *args: Any) -> None:
+                return None
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_port}"
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def jobs_writing(self, path: Path | str) -> list[dict[str, Any]]:
+        """Events of the jobs whose output dataset is ``path``."""
+        return [e for e in self.events if any(o["name"] == str(path) for o in e.get("outputs", []))]
+
+    def jobs_reading(self, path: Path | str) -> list[dict[str, Any]]:
+        return [e for e in self.events if any(i["name"] == str(path) for i in e.get("inputs", []))]
+
+
+@pytest.fixture(scope="session")
+def lineage_receiver() -> Iterator[LineageReceiver]:
+    receiver = LineageReceiver()
+    yield receiver
+    receiver.close()
+
+
+@pytest.fixture(scope="session")
+def spark_session(
+    tmp_path_factory: pytest.TempPathFactory, lineage_receiver: LineageReceiver
+) -> Iterator[tuple[SparkSession, LineageEmitter]]:
+    warehouse = tmp_path_factory.mktemp("warehouse")
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("Lineage Tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.warehouse.dir", str(warehouse))
+        .config("spark.driver.extraJavaOptions", "-Dderby.system.home=" + str(warehouse))
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("FATAL")
+    emitter = enable_lineage(spark, url=lineage_receiver.url, namespace="spark-tests", environ={})
+    assert emitter is not None
+    yield spark, emitter
+    spark.stop()
+
+
+@pytest.fixture
+def spark(spark_session: tuple[SparkSession, LineageEmitter]) -> SparkSession:
+    return spark_session[0]
+
+
+@pytest.fixture
+def emitter(spark_session: tuple[SparkSession, LineageEmitter]) -> LineageEmitter:
+    return spark_session[1]
+
+
+def settle(emitter: LineageEmitter) -> None:
+    """Wait until Spark's listener bus has delivered everything and it was sent."""
+    # The receiver records an event before it answers, so once sent it is there.
+    assert emitter.flush(timeout=30), "events were not delivered in time"

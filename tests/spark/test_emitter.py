@@ -1,0 +1,180 @@
+"""The emitter on real PySpark (local mode): what a job's actions produce as events."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from proxy.validation import EventValidator
+from spark_emitter import LineageEmitter
+from tests.spark.conftest import LineageReceiver, settle
+
+pytestmark = pytest.mark.spark
+
+VALIDATOR = EventValidator(strict=False)
+
+
+def _assert_valid(events: list[dict[str, Any]]) -> None:
+    for event in events:
+        assert VALIDATOR.validate(event) == [], event["job"]["name"]
+
+
+def _write_inputs(directory: Path) -> tuple[Path, Path]:
+    orders = directory / "orders.csv"
+    orders.write_text("order_id,customer,amount\n1,ann,10\n2,bob,20\n3,ann,5\n")
+    customers = directory / "customers.json"
+    customers.write_text('{"customer":"ann","country":"NO"}\n{"customer":"bob","country":"SE"}\n')
+    return orders, customers
+
+
+def _column_inputs(output: dict[str, Any], column: str) -> dict[tuple[str, str], set[str]]:
+    fields = output["facets"]["columnLineage"]["fields"][column]["inputFields"]
+    return {
+        (Path(f["name"]).name, f["field"]): {
+            f"{t['type']}/{t['subtype']}" for t in f["transformations"]
+        }
+        for f in fields
+    }
+
+
+def test_write_is_one_job_with_start_then_complete_parented_to_the_application(
+    spark: SparkSession,
+    emitter: LineageEmitter,
+    lineage_receiver: LineageReceiver,
+    tmp_path: Path,
+) -> None:
+    orders, _ = _write_inputs(tmp_path)
+    out = tmp_path / "orders_out"
+    spark.read.option("header", True).csv(str(orders)).write.mode("overwrite").parquet(str(out))
+    settle(emitter)
+
+    events = lineage_receiver.jobs_writing(out)
+    assert [e["eventType"] for e in events] == ["START", "COMPLETE"]
+    _assert_valid(events)
+    start, complete = events
+    assert start["run"]["runId"] == complete["run"]["runId"]
+    assert complete["job"] == start["job"]
+    assert complete["job"]["namespace"] == "spark-tests"
+    assert complete["job"]["name"] == (
+        f"lineage_tests.execute_insert_into_hadoop_fs_relation_command.{tmp_path.name}_orders_out".lower()
+    )
+    assert complete["job"]["facets"]["jobType"]["jobType"] == "SQL_JOB"
+    parent = complete["run"]["facets"]["parent"]
+    assert parent["run"]["runId"] == emitter.app_run_id
+    assert parent["job"] == {"namespace": "spark-tests", "name": "lineage_tests"}
+    assert parent["root"]["run"]["runId"] == emitter.app_run_id
+    assert [(i["namespace"], i["name"]) for i in complete["inputs"]] == [("file", str(orders))]
+    output = complete["outputs"][0]
+    assert (output["namespace"], output["name"]) == ("file", str(out))
+    assert [f["name"] for f in output["facets"]["schema"]["fields"]] == [
+        "order_id",
+        "customer",
+        "amount",
+    ]
+    assert output["facets"]["lifecycleStateChange"]["lifecycleStateChange"] == "OVERWRITE"
+    assert output["outputFacets"]["outputStatistics"]["rowCount"] == 3
+    assert output["outputFacets"]["outputStatistics"]["size"] > 0
+    engine = complete["run"]["facets"]["processing_engine"]
+    assert (engine["name"], engine["version"]) == ("spark", spark.version)
+    assert complete["run"]["facets"]["spark_properties"]["properties"]["spark.master"] == "local[2]"
+
+
+def test_application_start_was_sent_once_with_jobtype_application(
+    emitter: LineageEmitter, lineage_receiver: LineageReceiver
+) -> None:
+    settle(emitter)
+    app_events = [e for e in lineage_receiver.events if e["run"]["runId"] == emitter.app_run_id]
+    assert [e["eventType"] for e in app_events] == ["START"]
+    _assert_valid(app_events)
+    job_type = app_events[0]["job"]["facets"]["jobType"]
+    assert (job_type["jobType"], job_type["integration"]) == ("APPLICATION", "SPARK")
+
+
+def test_join_and_aggregate_have_column_lineage(
+    spark: SparkSession,
+    emitter: LineageEmitter,
+    lineage_receiver: LineageReceiver,
+    tmp_path: Path,
+) -> None:
+    orders_path, customers_path = _write_inputs(tmp_path)
+    orders = spark.read.option("header", True).option("inferSchema", True).csv(str(orders_path))
+    customers = spark.read.json(str(customers_path))
+    totals = (
+        orders.join(customers, "customer")
+        .filter(F.col("amount") > 1)
+        .groupBy("country")
+        .agg(F.sum("amount").alias("total"), F.upper(F.first("customer")).alias("who"))
+    )
+    out = tmp_path / "totals"
+    totals.write.parquet(str(out))
+    settle(emitter)
+
+    complete = lineage_receiver.jobs_writing(out)[-1]
+    _assert_valid([complete])
+    output = complete["outputs"][0]
+    assert _column_inputs(output, "country") == {("customers.json", "country"): {"DIRECT/IDENTITY"}}
+    assert _column_inputs(output, "total") == {("orders.csv", "amount"): {"DIRECT/AGGREGATION"}}
+    assert _column_inputs(output, "who") == {("orders.csv", "customer"): {"DIRECT/AGGREGATION"}}
+    dataset_level = {
+        (Path(f["name"]).name, f["field"], t["subtype"])
+        for f in output["facets"]["columnLineage"]["dataset"]
+        for t in f["transformations"]
+    }
+    assert {
+        ("orders.csv", "customer", "JOIN"),
+        ("customers.json", "customer", "JOIN"),
+        ("orders.csv", "amount", "FILTER"),
+        ("customers.json", "country", "GROUP_BY"),
+    } <= dataset_level
+    # A new path written without overwrite: no lifecycle change is claimed.
+    assert "lifecycleStateChange" not in output["facets"]
+
+
+def test_show_first_and_count_on_cached_data_are_not_jobs_but_writes_from_cache_are(
+    spark: SparkSession,
+    emitter: LineageEmitter,
+    lineage_receiver: LineageReceiver,
+    tmp_path: Path,
+) -> None:
+    orders_path, _ = _write_inputs(tmp_path)
+    orders = spark.read.option("header", True).csv(str(orders_path)).cache()
+    orders.count()
+    orders.show()
+    orders.first()
+    orders.count()
+    out = tmp_path / "from_cache"
+    orders.write.parquet(str(out))
+    settle(emitter)
+    orders.unpersist()
+
+    reading = lineage_receiver.jobs_reading(orders_path)
+    assert [e["eventType"] for e in reading] == ["START", "COMPLETE"]
+    assert reading == lineage_receiver.jobs_writing(out)
+    # The cached relation stands for the file it was filled from.
+    assert [i["name"] for i in reading[1]["inputs"]] == [str(orders_path)]
+
+
+def test_failing_write_is_reported_as_fail_with_the_error(
+    spark: SparkSession,
+    emitter: LineageEmitter,
+    lineage_receiver: LineageReceiver,
+    tmp_path: Path,
+) -> None:
+    orders_path, _ = _write_inputs(tmp_path)
+    out = tmp_path / "never_written"
+    frame = spark.read.option("header", True).csv(str(orders_path))
+    with pytest.raises(Exception, match="amount too large"):
+        frame.select(F.raise_error(F.lit("amount too large"))).write.parquet(str(out))
+    settle(emitter)
+
+    events = lineage_receiver.jobs_writing(out)
+    assert [e["eventType"] for e in events] == ["START", "FAIL"]
+    _assert_valid(events)
+    error = events[1]["run"]["facets"]["errorMessage"]
+    assert "amount too large" in error["message"]
+    assert "amount too large" in error["stackTrace"]
+    assert "outputStatistics" not in events[1]["outputs"][0].get("outputFacets", {})

@@ -1,0 +1,82 @@
+"""Emitter settings: arguments over Spark conf over environment, with clear errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from spark_emitter.config import ConfigurationError, resolve_config
+
+
+def test_spark_conf_uses_the_official_key_names() -> None:
+    config = resolve_config(
+        {
+            "spark.openlineage.transport.url": "http://proxy:5000",
+            "spark.openlineage.transport.endpoint": "/lineage/v1",
+            "spark.openlineage.transport.auth.apiKey": "k",
+            "spark.openlineage.transport.timeoutInMillis": "2500",
+            "spark.openlineage.namespace": "etl",
+            "spark.openlineage.parentJobNamespace": "airflow",
+            "spark.openlineage.parentJobName": "dag.task",
+            "spark.openlineage.parentRunId": "0176a8c2-fe01-7439-87e6-56a1a1b4029f",
+            "spark.openlineage.jobName.appendDatasetName": "false",
+            "spark.openlineage.capturedProperties": "spark.master, spark.executor.memory",
+        },
+        {},
+        {},
+    )
+    assert config.url == "http://proxy:5000"
+    assert config.endpoint == "/lineage/v1"
+    assert config.api_key == "k"
+    assert config.timeout == 2.5
+    assert config.namespace == "etl"
+    assert (config.parent_namespace, config.parent_name) == ("airflow", "dag.task")
+    assert config.append_dataset_name is False
+    assert config.captured_properties == ("spark.master", "spark.executor.memory")
+
+
+def test_environment_fills_what_spark_conf_leaves_out() -> None:
+    config = resolve_config(
+        {"spark.openlineage.namespace": "from-conf"},
+        {
+            "OPENLINEAGE_URL": "http://env:5000",
+            "OPENLINEAGE_NAMESPACE": "from-env",
+            "OPENLINEAGE_API_KEY": "env-key",
+        },
+        {},
+    )
+    assert (config.url, config.namespace, config.api_key) == (
+        "http://env:5000",
+        "from-conf",
+        "env-key",
+    )
+
+
+def test_arguments_win_over_everything() -> None:
+    config = resolve_config(
+        {"spark.openlineage.transport.url": "http://conf"},
+        {"OPENLINEAGE_URL": "http://env"},
+        {"url": "http://arg", "namespace": None},
+    )
+    assert (config.url, config.namespace) == ("http://arg", "default")
+
+
+def test_nothing_configured_means_no_url() -> None:
+    assert resolve_config({}, {}, {}).url is None
+
+
+@pytest.mark.parametrize(
+    ("conf", "message"),
+    [
+        ({"spark.openlineage.transport.timeoutInMillis": "soon"}, "timeoutInMillis: expected"),
+        ({"spark.openlineage.disabled": "perhaps"}, "spark.openlineage.disabled: expected"),
+        ({"spark.openlineage.parentJobName": "x"}, "go together"),
+        ({"spark.openlineage.emitter.queueSize": "0"}, "queueSize: must be positive"),
+    ],
+)
+def test_bad_values_name_their_key(conf: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        resolve_config(conf, {}, {})
+
+
+def test_disabled_from_environment() -> None:
+    assert resolve_config({}, {"OPENLINEAGE_DISABLED": "true"}, {}).disabled is True
