@@ -5,8 +5,9 @@ The Spark job must never wait for lineage, so :meth:`EventSender.submit` only en
 HTTP follows the official openlineage-python client: ``POST {url}/{endpoint}`` (default
 ``api/v1/lineage``), JSON body, ``Authorization: Bearer <api key>`` when set, a ~5 s
 timeout, retries with backoff on 500/502/503/504 and on connection errors, success is any
-status below 400. :meth:`EventSender.close` drains within a bounded time so the last
-COMPLETE is not lost when the driver exits.
+status below 400. The wait between tries follows the project's one backoff rule
+(:func:`proxy.destinations.retry.backoff_seconds`). :meth:`EventSender.close` drains
+within a bounded time so the last COMPLETE is not lost when the driver exits.
 """
 
 from __future__ import annotations
@@ -23,11 +24,16 @@ from typing import Any
 
 import orjson
 
+from proxy.destinations.retry import RetryConfig, backoff_seconds
+
 __all__ = ["DeliveryStats", "EventSender"]
 
 log = logging.getLogger(__name__)
 
+# What the official client retries (urllib3 Retry status_forcelist); other refusals are final.
 RETRY_STATUSES = frozenset({500, 502, 503, 504})
+# Five retries after the first try, as the official client does.
+DEFAULT_RETRY = RetryConfig(max_attempts=6, initial_backoff_seconds=0.3, max_backoff_seconds=5.0)
 _STOP = object()
 
 
@@ -50,8 +56,7 @@ class EventSender:
         endpoint: str = "api/v1/lineage",
         api_key: str | None = None,
         timeout: float = 5.0,
-        retries: int = 5,
-        backoff: float = 0.3,
+        retry: RetryConfig = DEFAULT_RETRY,
         queue_size: int = 10_000,
     ) -> None:
         # Joined like the official client, so a URL with a path prefix keeps it.
@@ -60,8 +65,7 @@ class EventSender:
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self._timeout = timeout
-        self._retries = retries
-        self._backoff = backoff
+        self._retry = retry
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=queue_size)
         self._closed = False
         self.stats = DeliveryStats()
@@ -122,16 +126,16 @@ class EventSender:
                 self._queue.task_done()
 
     def _post(self, body: bytes) -> None:
-        for attempt in range(self._retries + 1):
+        for attempt in range(1, self._retry.max_attempts + 1):
             status, reason = self._attempt(body)
             if status is not None and status < 400:
                 self.stats.sent += 1
                 return
             retriable = status is None or status in RETRY_STATUSES
             # Once close() has given up waiting, nobody is left to wait for retries.
-            if not retriable or attempt == self._retries or self._closed:
+            if not retriable or attempt == self._retry.max_attempts or self._closed:
                 break
-            time.sleep(self._backoff * (2**attempt))
+            time.sleep(backoff_seconds(attempt, self._retry))
         self.stats.failed += 1
         log.warning("openlineage: event not delivered to %s: %s", self.target, reason)
 

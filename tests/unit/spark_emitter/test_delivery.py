@@ -10,7 +10,10 @@ from typing import Any
 
 import pytest
 
+from proxy.destinations.retry import RetryConfig
 from spark_emitter.delivery import EventSender
+
+QUICK = RetryConfig(max_attempts=6, initial_backoff_seconds=0.01)
 
 
 class ScriptedEndpoint:
@@ -65,7 +68,7 @@ def test_posts_json_to_the_lineage_path_under_a_prefixed_url_with_bearer_key(
 
 def test_retries_5xx_until_accepted(endpoint: ScriptedEndpoint) -> None:
     endpoint.script = [503, 500, 502]
-    sender = EventSender(endpoint.url, backoff=0.01)
+    sender = EventSender(endpoint.url, retry=QUICK)
     sender.submit({"n": 1})
     assert sender.close(timeout=10)
     assert len(endpoint.received) == 4
@@ -74,7 +77,7 @@ def test_retries_5xx_until_accepted(endpoint: ScriptedEndpoint) -> None:
 
 def test_does_not_retry_a_rejected_event(endpoint: ScriptedEndpoint) -> None:
     endpoint.script = [400]
-    sender = EventSender(endpoint.url, backoff=0.01)
+    sender = EventSender(endpoint.url, retry=QUICK)
     sender.submit({"n": 1})
     sender.submit({"n": 2})
     assert sender.close(timeout=10)
@@ -84,7 +87,9 @@ def test_does_not_retry_a_rejected_event(endpoint: ScriptedEndpoint) -> None:
 
 def test_gives_up_after_the_retry_budget(endpoint: ScriptedEndpoint) -> None:
     endpoint.script = [503] * 10
-    sender = EventSender(endpoint.url, retries=2, backoff=0.01)
+    sender = EventSender(
+        endpoint.url, retry=RetryConfig(max_attempts=3, initial_backoff_seconds=0.01)
+    )
     sender.submit({"n": 1})
     assert sender.close(timeout=10)
     assert len(endpoint.received) == 3
@@ -92,7 +97,11 @@ def test_gives_up_after_the_retry_budget(endpoint: ScriptedEndpoint) -> None:
 
 
 def test_unreachable_endpoint_counts_a_failure_and_never_raises() -> None:
-    sender = EventSender("http://127.0.0.1:9", retries=1, backoff=0.01, timeout=1)
+    sender = EventSender(
+        "http://127.0.0.1:9",
+        retry=RetryConfig(max_attempts=2, initial_backoff_seconds=0.01),
+        timeout=1,
+    )
     assert sender.submit({"n": 1})
     assert sender.close(timeout=10)
     assert sender.stats.failed == 1
