@@ -85,8 +85,9 @@ class DedupeCache:
         assert self.journal is not None
         self.journal.parent.mkdir(parents=True, exist_ok=True)
         if self.journal.exists():
-            for line in self.journal.read_bytes().splitlines():
-                if line:  # a line cut by a crash mid-write is just an unknown identity
+            # The piece after the last newline is a line cut by a crash mid-write: dropped.
+            for line in self.journal.read_bytes().split(b"\n")[:-1]:
+                if line:
                     self._remember(line.decode("utf-8", "replace"))
         self._compact()
 

@@ -1,0 +1,87 @@
+"""The `consumers:` section: typed, unknown keys fail with file and line; CLI usage errors."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from proxy.cli import main
+from proxy.config import ConfigError, load_config
+
+GOOD = """\
+kafka:
+  bootstrap_servers: 127.0.0.1:9092
+consumers:
+  to-marquez:
+    target:
+      kind: marquez
+      url: http://marquez:5000
+    dedupe:
+      enabled: true
+      journal: state/marquez.journal
+  to-hook:
+    topics: [a, b]
+    target:
+      kind: http
+      url: https://hooks.example.com/lineage
+      batch_events: 50
+      auth: {type: bearer, token_env: HOOK_TOKEN}
+"""
+
+
+def _write(tmp_path, text):
+    path = tmp_path / "config.yaml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_consumers_section_loads_typed_with_paths_under_the_config_dir(tmp_path):
+    config = load_config(_write(tmp_path, GOOD), environ={})
+    marquez, hook = config.consumers["to-marquez"], config.consumers["to-hook"]
+    assert marquez.target.endpoint() == "http://marquez:5000/api/v1/lineage"
+    assert marquez.dedupe.journal == tmp_path / "state" / "marquez.journal"
+    assert hook.target.batch_max_events == 50 and hook.topics == ["a", "b"]
+    assert marquez.group.session_timeout_ms == 45_000  # production default
+
+
+@pytest.mark.parametrize(
+    ("replace", "by", "line", "says"),
+    [
+        ("      url: http://marquez:5000", "      urll: http://marquez:5000", 6, "urll"),
+        ("      kind: marquez", "      kind: marquis", 5, "marquis"),
+        ("      enabled: true", "      enabled: maybe", 9, "enabled"),
+    ],
+)
+def test_config_mistakes_name_file_line_and_key(tmp_path, replace, by, line, says):
+    path = _write(tmp_path, GOOD.replace(replace, by))
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, environ={})
+    message = str(caught.value)
+    assert f"{path}:{line}" in message and says in message
+
+
+def test_run_consumers_must_name_configured_consumers(tmp_path):
+    path = _write(tmp_path, GOOD + "server:\n  run_consumers: [nope]\n")
+    with pytest.raises(ConfigError, match="nope"):
+        load_config(path, environ={})
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["consume", "nope"], "unknown consumer(s) nope"),
+        (["consume"], "--all"),
+        (["consume", "to-marquez", "--all"], "--all"),
+    ],
+)
+def test_consume_usage_errors_exit_2(tmp_path, capsys, argv, says):
+    path = _write(tmp_path, GOOD)
+    assert main([*argv, "--config", str(path)]) == 2
+    assert says in capsys.readouterr().err
+
+
+def test_consume_refuses_the_embedded_broker(tmp_path, capsys):
+    path = _write(tmp_path, GOOD.replace("127.0.0.1:9092", "embedded"))
+    assert main(["consume", "--all", "--config", str(path)]) == 2
+    assert "embedded" in capsys.readouterr().err
