@@ -13,10 +13,12 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from proxy.destinations.archive import ArchiveDestinationConfig
 from proxy.destinations.http import DataHubTarget, EgeriaTarget, GenericHttpTarget, MarquezTarget
 from proxy.destinations.retry import RetryConfig
 
 __all__ = [
+    "ArchiveTarget",
     "BreakerConfig",
     "ConsumerConfig",
     "ConsumerTarget",
@@ -45,8 +47,15 @@ class KafkaTarget(_Strict):
     retry: RetryConfig = Field(default_factory=RetryConfig)
 
 
+class ArchiveTarget(ArchiveDestinationConfig):
+    """Write to the archive (the proxy's own writer and layout); a relative ``directory``
+    is relative to the config file."""
+
+    retry: RetryConfig = Field(default_factory=RetryConfig)
+
+
 ConsumerTarget = Annotated[
-    GenericHttpTarget | MarquezTarget | EgeriaTarget | DataHubTarget | KafkaTarget,
+    GenericHttpTarget | MarquezTarget | EgeriaTarget | DataHubTarget | ArchiveTarget | KafkaTarget,
     Field(discriminator="kind"),
 ]
 
@@ -114,9 +123,15 @@ class ConsumerConfig(_Strict):
     status_port: Annotated[int, Field(ge=0, le=65535)] | None = None
 
     def with_paths_under(self, base: Path) -> ConsumerConfig:
-        """Relative file paths (dedupe journal) resolved against the config file's folder."""
-        journal = self.dedupe.journal
-        if journal is None or journal.is_absolute():
-            return self
-        dedupe = self.dedupe.model_copy(update={"journal": base / journal})
-        return self.model_copy(update={"dedupe": dedupe})
+        """Relative file paths (dedupe journal, archive directory) resolved against the
+        config file's folder."""
+        config = self
+        journal = config.dedupe.journal
+        if journal is not None and not journal.is_absolute():
+            dedupe = config.dedupe.model_copy(update={"journal": base / journal})
+            config = config.model_copy(update={"dedupe": dedupe})
+        target = config.target
+        if isinstance(target, ArchiveTarget) and not target.directory.is_absolute():
+            target = target.model_copy(update={"directory": base / target.directory})
+            config = config.model_copy(update={"target": target})
+        return config

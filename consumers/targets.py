@@ -1,7 +1,8 @@
 """The consumer's target kinds: ``kind`` → how to build its destination (a plain dict).
 
 HTTP kinds (http, marquez, egeria, datahub) come from :mod:`proxy.destinations.http`, the
-same code the proxy routes with; ``kafka`` republishes with the proxy's Kafka producer.
+same code the proxy routes with; ``archive`` is the proxy's archive writer; ``kafka``
+republishes with the proxy's Kafka producer.
 Every destination is wrapped in the shared retry policy and the daemon's circuit breaker.
 """
 
@@ -9,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from consumers.config import KafkaTarget
+from consumers.config import ArchiveTarget, KafkaTarget
 from proxy.destinations import Destination
+from proxy.destinations.archive import archive_destination
 from proxy.destinations.http import TARGETS as HTTP_TARGETS
 from proxy.destinations.http import HttpDestination, HttpTarget
 from proxy.destinations.kafka import KafkaDestination, KafkaProducer, producer_settings
@@ -55,8 +58,14 @@ def _http(name: str, target: HttpTarget, source_bootstrap: str) -> Destination:
     return HttpDestination(name, target)
 
 
+def _archive(name: str, target: ArchiveTarget, source_bootstrap: str) -> Destination:
+    # The directory is absolute by now (resolved against the config file's folder).
+    return archive_destination(name, target, Path.cwd())
+
+
 DESTINATION_BUILDERS: dict[str, Builder] = {
     **dict.fromkeys(HTTP_TARGETS, _http),
+    "archive": _archive,
     "kafka": RepublishDestination,
 }
 

@@ -48,7 +48,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from proxy.destinations.base import DeliveryError
 from proxy.openlineage import subject_name
@@ -57,7 +59,9 @@ __all__ = [
     "DEFAULT_PARTITION",
     "IN_PROGRESS_SUFFIX",
     "ArchiveDestination",
+    "ArchiveDestinationConfig",
     "ArchiveWriter",
+    "archive_destination",
     "escape_partition_value",
     "event_partition",
     "finished_files",
@@ -364,3 +368,35 @@ class ArchiveDestination:
 def finished_files(directory: Path) -> Iterable[Path]:
     """Every finished archive file under ``directory`` (what a reader should read)."""
     return sorted(p for p in directory.glob("dt=*/namespace=*/*") if is_finished_file(p))
+
+
+class ArchiveDestinationConfig(BaseModel):
+    """An ``archive`` destination in a rules file (or a consumer's ``archive`` target)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["archive"]
+    # Relative: under routing.archive_root of config.yaml.
+    directory: Path
+    gzip: bool = False
+    max_file_bytes: Annotated[int, Field(gt=0)] = 128 * MiB
+    max_file_age_seconds: Annotated[float, Field(gt=0)] = 300.0
+    max_open_files: Annotated[int, Field(gt=0)] = 64
+
+
+def archive_destination(
+    name: str, config: ArchiveDestinationConfig, root: Path
+) -> ArchiveDestination:
+    """An (unstarted) archive destination; a relative directory is placed under ``root``.
+    Also used by the consumer daemons' ``archive`` target."""
+    directory = config.directory
+    if not directory.is_absolute():
+        directory = root / directory
+    writer = ArchiveWriter(
+        directory,
+        gzip=config.gzip,
+        max_file_bytes=config.max_file_bytes,
+        max_file_age_seconds=config.max_file_age_seconds,
+        max_open_files=config.max_open_files,
+    )
+    return ArchiveDestination(name, writer)

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from proxy.config import KafkaConfig
-from proxy.destinations.archive import ArchiveDestination, ArchiveWriter
+from proxy.destinations.archive import ArchiveDestinationConfig, archive_destination
 from proxy.destinations.base import Destination
 from proxy.destinations.kafka import (
     KafkaDestination,
@@ -33,11 +33,11 @@ __all__ = [
     "DestinationConfig",
     "DestinationResources",
     "KafkaDestinationConfig",
+    "archive_destination",
     "build_destination",
 ]
 
 log = logging.getLogger(__name__)
-MiB = 1024 * 1024
 
 
 class _Config(BaseModel):
@@ -67,16 +67,6 @@ class KafkaDestinationConfig(_Config):
     def _durability_is_not_negotiable(self) -> KafkaDestinationConfig:
         refuse_weaker_durability(self.producer)
         return self
-
-
-class ArchiveDestinationConfig(_Config):
-    kind: Literal["archive"]
-    # Relative: under routing.archive_root of config.yaml.
-    directory: Path
-    gzip: bool = False
-    max_file_bytes: Annotated[int, Field(gt=0)] = 128 * MiB
-    max_file_age_seconds: Annotated[float, Field(gt=0)] = 300.0
-    max_open_files: Annotated[int, Field(gt=0)] = 64
 
 
 DestinationConfig = Annotated[
@@ -148,17 +138,7 @@ async def _build_kafka(
 async def _build_archive(
     name: str, config: ArchiveDestinationConfig, resources: DestinationResources
 ) -> Destination:
-    directory = config.directory
-    if not directory.is_absolute():
-        directory = resources.archive_root / directory
-    writer = ArchiveWriter(
-        directory,
-        gzip=config.gzip,
-        max_file_bytes=config.max_file_bytes,
-        max_file_age_seconds=config.max_file_age_seconds,
-        max_open_files=config.max_open_files,
-    )
-    return ArchiveDestination(name, writer)
+    return archive_destination(name, config, resources.archive_root)
 
 
 _BUILDERS: dict[str, Callable[[str, Any, DestinationResources], Any]] = {

@@ -14,6 +14,7 @@ import orjson
 import pytest
 import requests
 
+from proxy.destinations.archive import finished_files
 from tests.conftest import ARCHIVE_ROOT, REPO
 from tests.kafka_reader import read_topic
 from tests.sample_events import rich_run_event, run_event
@@ -60,6 +61,7 @@ def test_serve_with_env_overrides_delivers_then_drains_on_sigterm(broker, topic)
         "LINEAGE_PROXY__KAFKA__BOOTSTRAP_SERVERS": broker.bootstrap_servers,
         "LINEAGE_PROXY__KAFKA__TOPIC": topic,
         "LINEAGE_PROXY__ROUTING__ARCHIVE_ROOT": str(ARCHIVE_ROOT),
+        "LINEAGE_PROXY__CONSUMERS__ARCHIVE__TARGET__DIRECTORY": str(ARCHIVE_ROOT / "consumed"),
     }
     process = subprocess.Popen(
         [sys.executable, "-m", "proxy", "serve", "--config", "config.yaml"],
@@ -82,22 +84,37 @@ def test_serve_with_env_overrides_delivers_then_drains_on_sigterm(broker, topic)
     assert len(read_topic(broker.bootstrap_servers, topic, expect=1)) == 1
 
 
-def test_serve_embedded_starts_its_own_broker(tmp_path: Path):
+def test_serve_embedded_starts_its_own_broker_and_the_default_consumer(tmp_path: Path):
+    """The quick start: proxy + embedded broker + default rules + the archive consumer."""
     port = _free_port()
+    consumed = tmp_path / "consumed"
+    env = {
+        **os.environ,
+        "LINEAGE_PROXY__ROUTING__ARCHIVE_ROOT": str(tmp_path / "archive"),
+        "LINEAGE_PROXY__CONSUMERS__ARCHIVE__TARGET__DIRECTORY": str(consumed),
+    }
     process = subprocess.Popen(
         [sys.executable, "-m", "proxy", "serve", "--config", "config.yaml", "--port", str(port)],
         cwd=REPO,
-        env={**os.environ, "LINEAGE_PROXY__ROUTING__ARCHIVE_ROOT": str(tmp_path)},
+        env=env,
         stderr=subprocess.PIPE,
         text=True,
     )
+    event = run_event()
     try:
         url = f"http://127.0.0.1:{port}"
         _wait_until_ready(url, process)
-        assert requests.post(f"{url}/api/v1/lineage", json=run_event(), timeout=10).ok
+        assert requests.post(f"{url}/api/v1/lineage", json=event, timeout=10).ok
+        deadline = time.monotonic() + 30
+        while not list(consumed.glob("dt=*/namespace=team-a/*")):
+            assert time.monotonic() < deadline, "the consumer wrote nothing"
+            time.sleep(0.1)
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 0
+    # On SIGTERM the consumer finished its file: one line, the event as the proxy sent it.
+    [written] = finished_files(consumed)
+    assert [orjson.loads(line) for line in written.read_bytes().splitlines()] == [event]
 
 
 def test_bad_config_fails_at_start_naming_file_line_and_key(tmp_path: Path):

@@ -48,7 +48,7 @@ def test_consumers_section_loads_typed_with_paths_under_the_config_dir(tmp_path)
 @pytest.mark.parametrize(
     ("replace", "by", "line", "says"),
     [
-        ("      url: http://marquez:5000", "      urll: http://marquez:5000", 6, "urll"),
+        ("      url: http://marquez:5000", "      urll: http://marquez:5000", 7, "urll"),
         ("      kind: marquez", "      kind: marquis", 5, "marquis"),
         ("      enabled: true", "      enabled: maybe", 9, "enabled"),
     ],
