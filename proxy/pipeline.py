@@ -16,6 +16,7 @@ counted.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -106,6 +107,11 @@ class EventPipeline:
         self.router = router
         self.metrics = metrics
         self.best_effort = best_effort
+        self._in_flight = 0
+        metrics.in_flight.set_function(lambda: self._in_flight)
+        # Labelled metric children looked up once: labels() costs a lock and a hash per call.
+        self._accepted = functools.cache(metrics.accepted.labels)
+        self._latency = functools.cache(metrics.delivery_seconds.labels)
 
     def check(self, event: Any, principal: Principal) -> Rejection | None:
         """Validate and authorize; None when the event may be delivered.
@@ -135,7 +141,7 @@ class EventPipeline:
         """Route and deliver; raise :class:`DeliveryError` if a durable destination failed."""
         await self._deliver_route(self.router.route(event))
         kind = event_kind(event)
-        self.metrics.accepted.labels(kind.value if kind else "unknown").inc()
+        self._accepted(kind.value if kind else "unknown").inc()
 
     async def deliver_rejected(self, event: Any, rejection: Rejection) -> None:
         """Send an event that failed validation, with its reasons, to the ``rejected``
@@ -169,14 +175,20 @@ class EventPipeline:
                 self.best_effort.submit(destination, route.event, payload)
         if not durable:
             return
-        self.metrics.in_flight.inc()
+        self._in_flight += 1
         try:
-            results = await asyncio.gather(
-                *(self.deliver_to(d, route.event, payload) for d in durable),
-                return_exceptions=True,
-            )
+            if len(durable) == 1:
+                # Awaiting directly spares a task per event in the one-destination case.
+                results: list[BaseException | None] = [
+                    await _outcome(self.deliver_to(durable[0], route.event, payload))
+                ]
+            else:
+                results = await asyncio.gather(
+                    *(self.deliver_to(d, route.event, payload) for d in durable),
+                    return_exceptions=True,
+                )
         finally:
-            self.metrics.in_flight.dec()
+            self._in_flight -= 1
         failures = [
             (d, r) for d, r in zip(durable, results, strict=True) if isinstance(r, BaseException)
         ]
@@ -198,6 +210,13 @@ class EventPipeline:
         except DeliveryError as exc:
             self.metrics.delivery_failures.labels(destination.name, str(exc.retriable)).inc()
             raise
-        self.metrics.delivery_seconds.labels(destination.name).observe(
-            time.perf_counter() - started
-        )
+        self._latency(destination.name).observe(time.perf_counter() - started)
+
+
+async def _outcome(delivery: Awaitable[None]) -> BaseException | None:
+    """What ``gather(..., return_exceptions=True)`` would give for one awaitable."""
+    try:
+        await delivery
+    except Exception as exc:
+        return exc
+    return None

@@ -8,9 +8,11 @@ and concurrent requests share the producer's batches (``linger.ms``).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -93,6 +95,10 @@ class KafkaProducer:
         self._poller: threading.Thread | None = None
         self._stopping = threading.Event()
         self._in_flight = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        # Delivery reports collected during one poll(), handed to the loop in one wake-up:
+        # one call_soon_threadsafe per message would wake the loop thousands of times/s.
+        self._reports: deque[tuple[asyncio.Future[Message], KafkaError | None, Message]] = deque()
 
     @property
     def in_flight(self) -> int:
@@ -107,6 +113,24 @@ class KafkaProducer:
         assert self._producer is not None
         while not self._stopping.is_set():
             self._producer.poll(0.05)
+            self._hand_over_reports()
+
+    def _on_delivery(
+        self, done: asyncio.Future[Message], err: KafkaError | None, msg: Message
+    ) -> None:
+        # Runs inside poll()/flush() on a librdkafka-serving thread: only queue the outcome.
+        self._reports.append((done, err, msg))
+
+    def _hand_over_reports(self) -> None:
+        if not self._reports or self._loop is None:
+            return
+        batch = []
+        while self._reports:
+            batch.append(self._reports.popleft())
+        try:
+            self._loop.call_soon_threadsafe(_settle_all, batch)
+        except RuntimeError:
+            log.warning("event loop closed with %d delivery reports unread", len(batch))
 
     async def produce(
         self,
@@ -118,14 +142,11 @@ class KafkaProducer:
         """Resolve with the delivered message (partition, offset), or raise KafkaException."""
         if self._producer is None:
             raise RuntimeError("producer not started")
-        loop = asyncio.get_running_loop()
+        loop = self._loop = self._loop or asyncio.get_running_loop()
         done: asyncio.Future[Message] = loop.create_future()
+        on_delivery = functools.partial(self._on_delivery, done)
 
-        def on_delivery(err: KafkaError | None, msg: Message) -> None:
-            # Runs on the poll thread: hand the outcome to the loop, touch nothing else.
-            loop.call_soon_threadsafe(_settle, done, err, msg)
-
-        deadline = time.monotonic() + float(self.settings.get("delivery.timeout.ms", 4000)) / 1e3
+        deadline: float | None = None
         while True:
             try:
                 self._producer.produce(
@@ -134,6 +155,8 @@ class KafkaProducer:
                 break
             except BufferError:
                 # Local queue full: wait for reports to drain it, within the delivery budget.
+                budget = float(self.settings.get("delivery.timeout.ms", 4000)) / 1e3
+                deadline = deadline or time.monotonic() + budget
                 if time.monotonic() > deadline:
                     raise KafkaException(
                         KafkaError(KafkaError._QUEUE_FULL, "local producer queue full")
@@ -141,7 +164,7 @@ class KafkaProducer:
                 await asyncio.sleep(0.005)
         self._in_flight += 1
         try:
-            return await asyncio.shield(done)
+            return await done
         finally:
             self._in_flight -= 1
 
@@ -177,16 +200,20 @@ class KafkaProducer:
         self._stopping.set()
         if self._poller is not None:
             self._poller.join(timeout=5)
+        self._hand_over_reports()  # reports served by a final flush()
         self._producer = None
 
 
-def _settle(done: asyncio.Future[Message], err: KafkaError | None, msg: Message) -> None:
-    if done.done():
-        return
-    if err is not None:
-        done.set_exception(KafkaException(err))
-    else:
-        done.set_result(msg)
+def _settle_all(
+    reports: list[tuple[asyncio.Future[Message], KafkaError | None, Message]],
+) -> None:
+    for done, err, msg in reports:
+        if done.done():
+            continue
+        if err is not None:
+            done.set_exception(KafkaException(err))
+        else:
+            done.set_result(msg)
 
 
 class KafkaDestination:

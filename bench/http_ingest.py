@@ -1,0 +1,213 @@
+"""Benchmark: events/s, latency and RSS of the proxy beside its references, in one run.
+
+Run: ``scripts/bench.sh`` (or ``.venv/bin/python bench/http_ingest.py``). Prints one JSON
+document on stdout; progress goes to stderr. Every figure that matters is a ratio to a
+reference measured in the same run on the same machine (DESIGN.md §7), because absolute
+numbers on a shared 2-core machine are noise:
+
+- ``parse_200``: bare aiohttp, parse JSON, answer 200 — the ceiling.
+- ``naive_forwarder``: parse and produce to Kafka without waiting — the old Java proxy.
+- ``proxy``: lineage-proxy with the default config: validation, key, acks=all, 2xx after
+  the delivery report.
+
+Load comes from ``wrk`` (a separate C process) so the load generator is not the limit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import requests
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from proxy.embedded_broker import EmbeddedBroker  # noqa: E402
+from tests.sample_events import rich_run_event  # noqa: E402
+
+WRK_SCRIPT = """
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+local f = assert(io.open(os.getenv("BENCH_BODY"), "rb"))
+wrk.body = f:read("*a")
+f:close()
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format(
+    '{"requests":%d,"duration_us":%d,"socket_errors":%d,"non_2xx":%d,"p50_us":%d,"p99_us":%d}\\n',
+    summary.requests, summary.duration, e.connect + e.read + e.write + e.timeout, e.status,
+    latency:percentile(50), latency:percentile(99)))
+end
+"""
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_http(url: str, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited early ({process.returncode}) for {url}")
+        try:
+            requests.get(url, timeout=1)
+            return
+        except requests.ConnectionError:
+            time.sleep(0.1)
+    raise TimeoutError(url)
+
+
+def peak_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return float("nan")
+
+
+def run_wrk(url: str, body: Path, seconds: int, connections: int) -> dict[str, Any]:
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
+        script.write(WRK_SCRIPT)
+    try:
+        result = subprocess.run(
+            ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "-s", script.name, url],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "BENCH_BODY": str(body)},
+            check=True,
+        )
+    finally:
+        os.unlink(script.name)
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def measure(
+    name: str,
+    command: list[str],
+    env: dict[str, str],
+    port: int,
+    path: str,
+    body: Path,
+    events_per_request: int,
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    log(f"bench: {name} ...")
+    process = subprocess.Popen(command, env={**os.environ, **env}, cwd=REPO)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_http(base + "/healthz", process)
+        run_wrk(base + path, body, 2, args.connections)  # warm-up: JIT-free, but caches/pools
+        stats = run_wrk(base + path, body, args.seconds, args.connections)
+        rss = peak_rss_mib(process.pid)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    requests_per_s = stats["requests"] / (stats["duration_us"] / 1e6)
+    return {
+        "events_per_s": round(requests_per_s * events_per_request, 1),
+        "requests_per_s": round(requests_per_s, 1),
+        "p50_ms": round(stats["p50_us"] / 1000, 3),
+        "p99_ms": round(stats["p99_us"] / 1000, 3),
+        "peak_rss_mib": rss,
+        "non_2xx": stats["non_2xx"],
+        "socket_errors": stats["socket_errors"],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=int, default=10, help="per scenario (default 10)")
+    parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, default=100)
+    args = parser.parse_args()
+    if shutil.which("wrk") is None:
+        log("bench: wrk not found; install it (apt-get install wrk) or use scripts/bench.sh")
+        return 2
+
+    work = Path(tempfile.mkdtemp(prefix="lineage-bench-"))
+    single = work / "single.json"
+    batch = work / "batch.json"
+    single.write_bytes(orjson.dumps(rich_run_event()))
+    batch.write_bytes(orjson.dumps([rich_run_event() for _ in range(args.batch_size)]))
+    python = sys.executable
+    results: dict[str, Any] = {}
+    with EmbeddedBroker() as broker:
+        bootstrap = broker.bootstrap_servers
+        port = free_port()
+        ref = [python, str(REPO / "bench" / "reference_servers.py")]
+        proxy_env = {
+            "LINEAGE_PROXY__SERVER__PORT": str(port),
+            "LINEAGE_PROXY__KAFKA__BOOTSTRAP_SERVERS": bootstrap,
+            "LINEAGE_PROXY__KAFKA__TOPIC": "bench.proxy",
+            "LINEAGE_PROXY__LOGGING__LEVEL": "WARNING",
+        }
+        proxy = [python, "-m", "proxy", "serve", "--config", str(REPO / "config.yaml")]
+        lineage = "/api/v1/lineage"
+        for label, body, per_request, path in (
+            ("single", single, 1, lineage),
+            ("batch", batch, args.batch_size, lineage + "/batch"),
+        ):
+            scenario = {
+                "parse_200": measure(
+                    f"{label}/parse_200",
+                    [*ref, "parse", "--port", str(port)],
+                    {},
+                    port,
+                    path,
+                    body,
+                    per_request,
+                    args,
+                ),
+                "naive_forwarder": measure(
+                    f"{label}/naive_forwarder",
+                    [*ref, "forward", "--port", str(port), "--bootstrap", bootstrap],
+                    {},
+                    port,
+                    path,
+                    body,
+                    per_request,
+                    args,
+                ),
+                "proxy": measure(
+                    f"{label}/proxy", proxy, proxy_env, port, path, body, per_request, args
+                ),
+            }
+            ceiling = scenario["parse_200"]["events_per_s"]
+            naive = scenario["naive_forwarder"]["events_per_s"]
+            scenario["ratios"] = {
+                "proxy_vs_parse_200": round(scenario["proxy"]["events_per_s"] / ceiling, 3),
+                "proxy_vs_naive_forwarder": round(scenario["proxy"]["events_per_s"] / naive, 3),
+            }
+            results[label] = scenario
+    report = {
+        "benchmark": "http_ingest",
+        "event_bytes": single.stat().st_size,
+        "batch_size": args.batch_size,
+        "seconds_per_scenario": args.seconds,
+        "connections": args.connections,
+        "cpus": os.cpu_count(),
+        "results": results,
+    }
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
