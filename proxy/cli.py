@@ -174,6 +174,31 @@ def _add_rules_commands(commands: argparse._SubParsersAction) -> None:  # type: 
     test.set_defaults(func=_cmd_rules_test)
 
 
+def _cmd_replay(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from consumers.replay import ReplayFilter, parse_time, replay
+
+    config = _config(args)
+    if not args.archive.is_dir():
+        raise ConfigError(f"--archive {args.archive}: not a directory")
+    try:
+        keep = ReplayFilter(
+            since=parse_time(args.since) if args.since else None,
+            until=parse_time(args.until) if args.until else None,
+            namespace=args.namespace,
+        )
+    except ValueError as exc:
+        raise ConfigError(f"--since/--until: {exc}") from None
+    result = asyncio.run(replay(config, args.archive, args.to, keep))
+    print(
+        f"replayed {result.sent} events to {args.to}; {result.failed} not taken, "
+        f"{result.unreadable} unreadable lines skipped",
+        file=sys.stderr,
+    )
+    return EXIT_INVALID if result.failed else EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lineage-proxy",
@@ -194,6 +219,21 @@ def build_parser() -> argparse.ArgumentParser:
     consume.add_argument("--all", action="store_true", help="run every configured consumer")
     consume.add_argument("--config", type=Path, help="config file (default: built-in defaults)")
     consume.set_defaults(func=_cmd_consume)
+
+    replay = commands.add_parser(
+        "replay",
+        help="re-send archived events in event-time order to a consumer's target or a topic",
+        description="Exit 0 when every kept event was taken, 1 when a target refused some.",
+    )
+    replay.add_argument("--archive", type=Path, required=True, help="archive directory")
+    replay.add_argument(
+        "--to", required=True, metavar="CONSUMER_OR_TOPIC", help="consumer name, else a topic"
+    )
+    replay.add_argument("--since", help="RFC 3339 time or date, inclusive (event time)")
+    replay.add_argument("--until", help="RFC 3339 time or date, exclusive (event time)")
+    replay.add_argument("--namespace", help="only events of this job (or dataset) namespace")
+    replay.add_argument("--config", type=Path, help="config with consumers and kafka settings")
+    replay.set_defaults(func=_cmd_replay)
 
     validate = commands.add_parser(
         "validate", help="validate OpenLineage event files offline (exit 1 if any is invalid)"

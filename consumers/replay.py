@@ -1,0 +1,238 @@
+"""``lineage-proxy replay``: re-send archived events in event-time order.
+
+Reads the archive's finished files (``dt=YYYY-MM-DD/namespace=…/``, JSON Lines, gzip or
+not — the layout of :mod:`proxy.destinations.archive`), keeps the events inside
+``--since``/``--until``/``--namespace``, and sends them oldest first to a configured
+consumer's target (e.g. backfilling a fresh Marquez) or to a Kafka topic. One day is
+loaded and sorted at a time: an archive day is the UTC date of ``eventTime``, so days in
+order and events sorted within a day give the global order with one day in memory.
+
+Targets get events one at a time, in order, with the consumer's retry policy; an event
+a target refuses is reported and skipped. A topic gets them keyed like the proxy keys
+them, produced in order (per partition order holds with the idempotent producer).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import logging
+import sys
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+import orjson
+
+from consumers.targets import build_destination
+from proxy.config import ConfigError, ProxyConfig
+from proxy.destinations.archive import escape_partition_value, finished_files
+from proxy.destinations.base import DeliveryError, Destination
+from proxy.destinations.kafka import KafkaDestination, KafkaProducer, producer_settings
+from proxy.destinations.retry import CircuitBreaker
+from proxy.openlineage import subject_name
+
+__all__ = ["ReplayFilter", "ReplayResult", "archived_days", "parse_time", "replay"]
+
+log = logging.getLogger(__name__)
+
+# Topic deliveries awaited together: enough to keep the producer's batches full.
+_TOPIC_WINDOW = 1000
+
+
+def parse_time(text: str) -> datetime:
+    """An RFC 3339 date-time or a plain date (midnight UTC); naive times are UTC."""
+    parsed = datetime.fromisoformat(text)
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayFilter:
+    since: datetime | None = None  # inclusive
+    until: datetime | None = None  # exclusive
+    namespace: str | None = None
+
+    def keeps_day(self, day: date) -> bool:
+        if self.since is not None and day < self.since.astimezone(UTC).date():
+            return False
+        return not (self.until is not None and day > self.until.astimezone(UTC).date())
+
+    def keeps(self, event: dict[str, Any], when: datetime) -> bool:
+        if self.since is not None and when < self.since:
+            return False
+        if self.until is not None and when >= self.until:
+            return False
+        if self.namespace is not None:
+            subject = subject_name(event)
+            return subject is not None and subject[0] == self.namespace
+        return True
+
+
+@dataclass(slots=True)
+class ReplayResult:
+    sent: int = 0
+    failed: int = 0
+    unreadable: int = 0
+
+
+def _days(archive: Path, keep: ReplayFilter) -> dict[date, list[Path]]:
+    """Finished files by archive day, pruned by day and namespace partition."""
+    wanted_namespace = (
+        f"namespace={escape_partition_value(keep.namespace)}" if keep.namespace else None
+    )
+    days: dict[date, list[Path]] = {}
+    for path in finished_files(archive):
+        day_dir, namespace_dir = path.parent.parent.name, path.parent.name
+        try:
+            day = date.fromisoformat(day_dir.removeprefix("dt="))
+        except ValueError:
+            continue
+        if wanted_namespace is not None and namespace_dir != wanted_namespace:
+            continue
+        if keep.keeps_day(day):
+            days.setdefault(day, []).append(path)
+    return dict(sorted(days.items()))
+
+
+Entry = tuple[datetime, bytes, dict[str, Any]]
+
+
+def _read_day(paths: list[Path], keep: ReplayFilter, result: ReplayResult) -> list[Entry]:
+    """Blocking: the kept events of one day, sorted by event time (stable)."""
+    events = []
+    for path in paths:
+        data = path.read_bytes()
+        if path.name.endswith(".gz"):
+            data = gzip.decompress(data)
+        for line in data.splitlines():
+            if not line.strip():
+                continue
+            try:
+                event = orjson.loads(line)
+                when = parse_time(event["eventTime"])
+            except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+                result.unreadable += 1
+                continue
+            if keep.keeps(event, when):
+                events.append((when, line, event))
+    events.sort(key=lambda item: item[0])
+    return events
+
+
+async def archived_days(
+    archive: Path, keep: ReplayFilter, result: ReplayResult
+) -> AsyncIterator[tuple[date, list[Entry]]]:
+    """Per archive day, oldest first: the day's kept events in event-time order."""
+    days = await asyncio.to_thread(_days, archive, keep)
+    for day, paths in days.items():
+        yield day, await asyncio.to_thread(_read_day, paths, keep, result)
+
+
+class _Progress:
+    """One self-overwriting line on a terminal; nothing when stderr is not one."""
+
+    def __init__(self, stream: TextIO | None) -> None:
+        self.stream = stream if stream is not None and stream.isatty() else None
+        self._last = 0.0
+
+    def show(self, day: date, result: ReplayResult, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if self.stream is None or (not force and now - self._last < 0.2):
+            return
+        self._last = now
+        self.stream.write(
+            f"\rreplay: {day.isoformat()}  sent {result.sent}  failed {result.failed}  "
+        )
+        self.stream.flush()
+
+    def done(self) -> None:
+        if self.stream is not None:
+            self.stream.write("\n")
+
+
+async def replay(
+    config: ProxyConfig,
+    archive: Path,
+    to: str,
+    keep: ReplayFilter,
+    progress_stream: TextIO | None = sys.stderr,
+) -> ReplayResult:
+    """Send the archived events to consumer ``to``'s target, or else to topic ``to``."""
+    result = ReplayResult()
+    progress = _Progress(progress_stream)
+    # Blocking set-up (producer start, topic creation) off the loop.
+    destination, producer = await asyncio.to_thread(_destination, config, to)
+    await destination.start()
+    try:
+        async for day, entries in archived_days(archive, keep, result):
+            if producer is None:
+                for _, payload, event in entries:
+                    await _send_one(destination, event, payload, result)
+                    progress.show(day, result)
+            else:
+                for start in range(0, len(entries), _TOPIC_WINDOW):
+                    window = entries[start : start + _TOPIC_WINDOW]
+                    await asyncio.gather(
+                        *(_send_one(destination, e, p, result) for _, p, e in window)
+                    )
+                    progress.show(day, result)
+            progress.show(day, result, force=True)
+    finally:
+        progress.done()
+        await destination.close()
+        if producer is not None:
+            await asyncio.to_thread(producer.flush, 30.0)
+            producer.stop()
+    return result
+
+
+def _destination(config: ProxyConfig, to: str) -> tuple[Destination, KafkaProducer | None]:
+    bootstrap = config.kafka.bootstrap_servers
+    if to in config.consumers:
+        target = config.consumers[to].target
+        breaker = config.consumers[to].circuit_breaker
+        destination = build_destination(
+            to,
+            target,
+            bootstrap,
+            breaker=CircuitBreaker(
+                breaker.threshold, breaker.open_seconds, breaker.max_open_seconds
+            ),
+            on_retry=lambda error, attempt, delay: log.info(
+                "retry %d in %.1fs: %s", attempt, delay, error.reason
+            ),
+        )
+        return destination, None
+    if bootstrap == "embedded":
+        raise ConfigError(
+            f"--to {to}: not a configured consumer, and as a topic it needs a real Kafka "
+            "cluster (kafka.bootstrap_servers is 'embedded')"
+        )
+    producer = KafkaProducer(producer_settings(bootstrap, config.kafka.producer))
+    producer.start()
+    if config.kafka.create_topics:
+        partitions = (config.kafka.topic_partitions, config.kafka.topic_replication_factor)
+        producer.ensure_topics({to: partitions})
+    return KafkaDestination("replay", producer, to), producer
+
+
+async def _send_one(
+    destination: Destination, event: dict[str, Any], payload: bytes, result: ReplayResult
+) -> None:
+    try:
+        await destination.deliver(event, payload)
+    except DeliveryError as exc:
+        result.failed += 1
+        subject = subject_name(event)
+        log.warning(
+            "not replayed (%s) %s at %s: %s",
+            "retries used up" if exc.retriable else "refused",
+            "/".join(subject) if subject else "?",
+            event.get("eventTime"),
+            exc.reason,
+        )
+    else:
+        result.sent += 1

@@ -1,0 +1,153 @@
+"""``replay``: archived events re-sent in event-time order, filtered, to a target or a topic."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import subprocess
+import sys
+
+import orjson
+import pytest
+import yaml
+
+from consumers.replay import ReplayFilter, parse_time, replay
+from proxy.config import ProxyConfig
+from proxy.destinations.archive import ArchiveWriter
+from tests.conftest import REPO
+from tests.doubles.marquez_double import MarquezDouble
+from tests.kafka_reader import read_topic
+from tests.sample_events import run_event
+
+pytestmark = pytest.mark.integration
+
+# (namespace, eventTime) in the order they were archived: deliberately not time order,
+# across two days and two namespaces.
+ARCHIVED = [
+    ("team-a", "2026-11-21T10:00:05Z"),
+    ("team-b", "2026-11-20T23:59:59Z"),
+    ("team-a", "2026-11-21T09:00:00+01:00"),  # 08:00Z: before the first one
+    ("team-a", "2026-11-20T12:00:00Z"),
+    ("team-b", "2026-11-21T10:00:00Z"),
+    ("team-a", "2026-11-22T00:00:00Z"),
+]
+
+
+def _event(namespace: str, when: str) -> dict:
+    event = run_event(namespace=namespace, name="nightly")
+    event["eventTime"] = when
+    return event
+
+
+async def _archive(directory) -> list[dict]:
+    events = [_event(ns, t) for ns, t in ARCHIVED]
+    # Two writers, one gzip: replay reads both kinds of file.
+    plain, zipped = ArchiveWriter(directory), ArchiveWriter(directory, gzip=True)
+    await plain.start()
+    await zipped.start()
+    for i, event in enumerate(events):
+        await (zipped if i % 2 else plain).write(event, orjson.dumps(event))
+    await plain.close()
+    await zipped.close()
+    return events
+
+
+def _config(marquez_url: str, bootstrap: str = "embedded") -> ProxyConfig:
+    return ProxyConfig.model_validate(
+        {
+            "kafka": {"bootstrap_servers": bootstrap},
+            "consumers": {
+                "backfill": {
+                    "target": {
+                        "kind": "marquez",
+                        "url": marquez_url,
+                        "retry": {"max_attempts": 2, "initial_backoff_seconds": 0.01},
+                    }
+                }
+            },
+        }
+    )
+
+
+def _times(events):
+    return [parse_time(e["eventTime"]) for e in events]
+
+
+async def test_replay_to_a_consumer_target_in_event_time_order(tmp_path):
+    archived = await _archive(tmp_path)
+    async with MarquezDouble() as marquez:
+        result = await replay(_config(marquez.url), tmp_path, "backfill", ReplayFilter())
+    assert result.sent == len(archived) and result.failed == 0
+    assert _times(marquez.events) == sorted(_times(archived))
+    assert sorted(e["run"]["runId"] for e in marquez.events) == sorted(
+        e["run"]["runId"] for e in archived
+    )
+
+
+async def test_replay_filters_by_time_window_and_namespace(tmp_path):
+    await _archive(tmp_path)
+    keep = ReplayFilter(
+        since=parse_time("2026-11-20T13:00:00Z"), until=parse_time("2026-11-22"), namespace="team-a"
+    )
+    async with MarquezDouble() as marquez:
+        result = await replay(_config(marquez.url), tmp_path, "backfill", keep)
+    assert [e["eventTime"] for e in marquez.events] == [
+        "2026-11-21T09:00:00+01:00",
+        "2026-11-21T10:00:05Z",
+    ]
+    assert result.sent == 2
+
+
+async def test_events_the_target_refuses_are_counted_and_the_rest_still_sent(tmp_path):
+    bad = _event("team-a", "2026-11-21T00:00:00Z")
+    bad["eventType"] = "BOGUS"
+    good = _event("team-a", "2026-11-21T00:00:01Z")
+    writer = ArchiveWriter(tmp_path)
+    await writer.start()
+    for event in (bad, good):
+        await writer.write(event, orjson.dumps(event))
+    await writer.close()
+    async with MarquezDouble() as marquez:
+        result = await replay(_config(marquez.url), tmp_path, "backfill", ReplayFilter())
+    assert (result.sent, result.failed) == (1, 1)
+    assert marquez.events == [good]
+
+
+async def test_replay_cli_to_a_topic_keys_events_and_exits_0(broker, topic, tmp_path):
+    archived = await _archive(tmp_path / "archive")
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"kafka": {"bootstrap_servers": broker.bootstrap_servers}}))
+    argv = ["replay", "--archive", str(tmp_path / "archive"), "--to", topic]
+    process = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "proxy", *argv, "--config", str(config)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert process.returncode == 0, process.stderr
+    assert f"replayed {len(archived)} events to {topic}" in process.stderr
+    records = await asyncio.to_thread(
+        read_topic, broker.bootstrap_servers, topic, expect=len(archived)
+    )
+    assert len(records) == len(archived)
+    assert {r.key for r in records} == {"run:team-a/nightly", "run:team-b/nightly"}
+    for key in ("run:team-a/nightly", "run:team-b/nightly"):
+        times = _times(orjson.loads(r.value) for r in records if r.key == key)
+        assert times == sorted(times)  # one key, one partition: event-time order
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+async def test_progress_is_shown_on_a_terminal_only(tmp_path):
+    await _archive(tmp_path)
+    terminal, pipe = _Terminal(), io.StringIO()
+    async with MarquezDouble() as marquez:
+        for stream in (terminal, pipe):
+            await replay(_config(marquez.url), tmp_path, "backfill", ReplayFilter(), stream)
+    assert f"\rreplay: 2026-11-22  sent {len(ARCHIVED)}" in terminal.getvalue()
+    assert pipe.getvalue() == ""
