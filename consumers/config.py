@@ -108,8 +108,8 @@ class ConsumerConfig(_Strict):
     group_id: str | None = None
     # Deliveries in flight at once, across partitions and run keys (order holds per key).
     concurrency: Annotated[int, Field(ge=1)] = 16
-    # Messages fetched but not yet delivered before fetching pauses.
-    max_buffered: Annotated[int, Field(ge=1)] = 5_000
+    # Messages fetched but not yet delivered before fetching pauses (until half are done).
+    max_buffered: Annotated[int, Field(ge=2)] = 10_000
     # How often delivered offsets are committed (also on rebalance and shutdown).
     commit_interval_seconds: Annotated[float, Field(gt=0)] = 1.0
     # SIGTERM waits this long for in-flight deliveries before committing and leaving.

@@ -137,7 +137,10 @@ class KafkaSource:
             paused = False
             while not self._stopping.is_set():
                 self._serve_commits(consumer)
-                hold = not self._fetching.is_set() or self._buffered() >= self._max_buffered
+                # Hysteresis: pause when the loop holds max_buffered, resume at half, so
+                # the prefetch (which a pause throws away) is not lost on every poll.
+                limit = self._max_buffered // 2 if paused else self._max_buffered
+                hold = not self._fetching.is_set() or self._buffered() >= limit
                 if hold != paused:
                     # Paused, the consumer keeps polling (heartbeats, rebalances) but
                     # fetches nothing.
