@@ -1,4 +1,5 @@
-"""Destination kinds: ``kind`` → typed config and builder, and the resources they share.
+"""Destination kinds (kafka, archive, http): ``kind`` → typed config and builder, and the
+resources they share.
 
 A rules file declares destinations by name with a ``kind``; pydantic picks the config
 class by that ``kind`` (an unknown kind or key is a load error with file and line), and
@@ -20,6 +21,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 from proxy.config import KafkaConfig
 from proxy.destinations.archive import ArchiveDestinationConfig, archive_destination
 from proxy.destinations.base import Destination
+from proxy.destinations.http import HttpTargetConfig, http_destination
 from proxy.destinations.kafka import (
     KafkaDestination,
     KafkaProducer,
@@ -27,11 +29,13 @@ from proxy.destinations.kafka import (
     refuse_weaker_durability,
 )
 from proxy.destinations.kafka_keys import key_function
+from proxy.destinations.retry import CircuitBreaker
 
 __all__ = [
     "ArchiveDestinationConfig",
     "DestinationConfig",
     "DestinationResources",
+    "HttpDestinationConfig",
     "KafkaDestinationConfig",
     "archive_destination",
     "build_destination",
@@ -69,8 +73,19 @@ class KafkaDestinationConfig(_Config):
         return self
 
 
+class HttpDestinationConfig(_Config):
+    kind: Literal["http"]
+    # The target adapter and its settings (url, headers, auth, timeout_seconds, retry):
+    # kind http (generic), marquez, egeria or datahub — see proxy/destinations/http/.
+    target: HttpTargetConfig
+    # false: best effort, sent off the request path; true: the client's 2xx waits for
+    # the target (keep its timeout and retries short, clients give up after ~5 s).
+    required: bool = False
+
+
 DestinationConfig = Annotated[
-    KafkaDestinationConfig | ArchiveDestinationConfig, Field(discriminator="kind")
+    KafkaDestinationConfig | ArchiveDestinationConfig | HttpDestinationConfig,
+    Field(discriminator="kind"),
 ]
 
 
@@ -141,9 +156,20 @@ async def _build_archive(
     return archive_destination(name, config, resources.archive_root)
 
 
+async def _build_http(
+    name: str, config: HttpDestinationConfig, resources: DestinationResources
+) -> Destination:
+    destination = http_destination(name, config.target, breaker=CircuitBreaker())
+    # Durability is the route's promise, not the adapter's: a required target makes the
+    # client's answer wait for it like Kafka and the archive.
+    destination.durable = config.required
+    return destination
+
+
 _BUILDERS: dict[str, Callable[[str, Any, DestinationResources], Any]] = {
     "kafka": _build_kafka,
     "archive": _build_archive,
+    "http": _build_http,
 }
 
 

@@ -22,6 +22,7 @@ def test_there_are_examples_for_the_documented_cases():
         "redact-sql",
         "archive-everything",
         "namespace-alignment",
+        "spark-to-marquez",
     } <= names
 
 
