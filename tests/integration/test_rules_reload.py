@@ -1,0 +1,163 @@
+"""Hot reload of the rules file while traffic flows: a good file takes over, a broken
+one is refused with a clear log line and the old rules keep serving; no request fails.
+Also SIGHUP on a real ``lineage-proxy serve`` process."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import orjson
+import pytest
+import requests
+from aiohttp import ClientSession
+
+from tests.conftest import REPO
+from tests.integration.test_cli import _free_port, _wait_until_ready
+from tests.kafka_reader import read_topic
+from tests.sample_events import run_event
+
+pytestmark = pytest.mark.integration
+
+
+def rules_to(topic: str) -> str:
+    return f"""
+version: 1
+destinations:
+  out: {{kind: kafka, topic: {topic}}}
+default:
+  to: [out]
+"""
+
+
+def replace_file(path: Path, text: str) -> None:
+    """Write the way editors and config tools do: a new file renamed over the old."""
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def reloads(metrics: str, result: str) -> int:
+    prefix = f'lineage_proxy_rules_reloads_total{{result="{result}"}} '
+    for line in metrics.splitlines():
+        if line.startswith(prefix):
+            return int(float(line[len(prefix) :]))
+    return 0
+
+
+async def test_reload_good_then_broken_file_while_traffic_flows(
+    start_proxy, broker, tmp_path: Path, caplog
+):
+    first, second = (f"reload.{uuid.uuid4().hex[:8]}" for _ in range(2))
+    rules = tmp_path / "rules.yaml"
+    replace_file(rules, rules_to(first))
+    sent: list[tuple[str, int]] = []  # (runId, reloads seen so far)
+    statuses: list[int] = []
+    phase = 0
+    stop = asyncio.Event()
+
+    async with (
+        start_proxy(routing={"rules": rules, "reload_interval_seconds": 0.05}) as url,
+        ClientSession() as session,
+    ):
+
+        async def client() -> None:
+            while not stop.is_set():
+                event = run_event()
+                started_in = phase
+                async with session.post(f"{url}/api/v1/lineage", data=orjson.dumps(event)) as resp:
+                    statuses.append(resp.status)
+                sent.append((event["run"]["runId"], started_in))
+
+        async def metrics() -> str:
+            return await (await session.get(f"{url}/metrics")).text()
+
+        async def until(result: str, count: int) -> None:
+            for _ in range(500):
+                if reloads(await metrics(), result) >= count:
+                    return
+                await asyncio.sleep(0.02)
+            raise AssertionError(f"no reload with result {result}")
+
+        async def more_traffic(events: int) -> None:
+            target = len(sent) + events
+            for _ in range(1000):
+                if len(sent) >= target:
+                    return
+                await asyncio.sleep(0.01)
+            raise AssertionError("traffic stalled")
+
+        clients = [asyncio.create_task(client()) for _ in range(4)]
+        await more_traffic(20)
+        await asyncio.to_thread(replace_file, rules, rules_to(second))
+        await until("success", 1)
+        phase = 1
+        await more_traffic(20)
+        with caplog.at_level(logging.ERROR, logger="routing_rules.reload"):
+            await asyncio.to_thread(replace_file, rules, "version: 1\ndefault: {to: [out]\n")
+            await until("failure", 1)
+            phase = 2
+            await more_traffic(20)
+        stop.set()
+        await asyncio.gather(*clients)
+        assert reloads(await metrics(), "success") == 1
+
+    assert set(statuses) == {200}
+    (refused,) = [r.getMessage() for r in caplog.records if "reload refused" in r.getMessage()]
+    assert "previous rules keep serving" in refused and f"{rules}:3: invalid YAML" in refused
+
+    in_first = read_topic(broker.bootstrap_servers, first, expect=1, settle=1.0)
+    in_second = read_topic(broker.bootstrap_servers, second, expect=1, settle=1.0)
+    landed = [orjson.loads(r.value)["run"]["runId"] for r in in_first + in_second]
+    assert sorted(landed) == sorted(run_id for run_id, _ in sent)  # each exactly once
+    second_ids = {orjson.loads(r.value)["run"]["runId"] for r in in_second}
+    # Sent after the good reload: the new rules; after the broken one: still the new rules.
+    assert all(run_id in second_ids for run_id, phase_ in sent if phase_ >= 1)
+    assert any(phase_ == 2 for _, phase_ in sent)
+
+
+def test_sighup_reloads_the_rules_of_a_running_server(broker, tmp_path: Path):
+    first, second = (f"sighup.{uuid.uuid4().hex[:8]}" for _ in range(2))
+    rules = tmp_path / "rules.yaml"
+    replace_file(rules, rules_to(first))
+    port = _free_port()
+    env = {
+        **os.environ,
+        "LINEAGE_PROXY__SERVER__PORT": str(port),
+        "LINEAGE_PROXY__KAFKA__BOOTSTRAP_SERVERS": broker.bootstrap_servers,
+        "LINEAGE_PROXY__ROUTING__RULES": str(rules),
+        "LINEAGE_PROXY__ROUTING__RELOAD_INTERVAL_SECONDS": "0",  # only SIGHUP reloads
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "proxy", "serve", "--config", "config.yaml"],
+        cwd=REPO,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_until_ready(url, process)
+        before, after = run_event(), run_event()
+        assert requests.post(f"{url}/api/v1/lineage", json=before, timeout=10).ok
+        replace_file(rules, rules_to(second))
+        process.send_signal(signal.SIGHUP)
+        for _ in range(500):
+            if reloads(requests.get(f"{url}/metrics", timeout=5).text, "success") == 1:
+                break
+            time.sleep(0.02)
+        assert reloads(requests.get(f"{url}/metrics", timeout=5).text, "success") == 1
+        assert requests.post(f"{url}/api/v1/lineage", json=after, timeout=10).ok
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+    (one,) = read_topic(broker.bootstrap_servers, first, expect=1)
+    (two,) = read_topic(broker.bootstrap_servers, second, expect=1)
+    assert orjson.loads(one.value) == before and orjson.loads(two.value) == after
