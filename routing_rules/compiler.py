@@ -11,8 +11,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from routing_rules.matcher import compile_match
-from routing_rules.patterns import compile_pattern
+from routing_rules.matcher import compile_match, key_guards
 from routing_rules.ruleset import CompiledRule, Ruleset
 from routing_rules.schema import RulesFile, rule_names
 from routing_rules.stats import DEFAULT_RULE, RoutingStats
@@ -36,19 +35,14 @@ def compile_rules(
     compiled: list[CompiledRule[T]] = []
     names = rule_names(rules_file.rules)
     for index, (name, rule) in enumerate(zip(names, rules_file.rules, strict=True)):
-        match = rule.match
-        guard = None
-        if match.job_namespace is not None:
-            # Indexed separately (see Ruleset), so not checked twice per event.
-            guard = compile_pattern(match.job_namespace)
-            match = match.model_copy(update={"job_namespace": None})
         transforms = tuple(compile_transform(step) for step in rule.transform)
         compiled.append(
             CompiledRule(
                 name=name,
                 index=index,
-                matches=compile_match(match),
-                namespace_guard=guard,
+                # Key conditions are checked through the ruleset's index, once per key.
+                matches=compile_match(rule.match, skip_key_fields=True),
+                guards=key_guards(rule.match),
                 throttle=(
                     RunningThrottle(rule.throttle.interval_seconds, rule.throttle.max_runs, clock)
                     if rule.throttle is not None
@@ -59,7 +53,6 @@ def compile_rules(
                 continue_=rule.continue_,
                 drop=rule.drop,
                 stats=stats.for_rule(name),
-                moves_job_namespace=any(t.changes_job_namespace for t in transforms),
             )
         )
     rejected = rules_file.rejected.to if rules_file.rejected is not None else []

@@ -13,10 +13,18 @@ from typing import Any
 
 from proxy.openlineage import EventKind, event_kind
 from proxy.openlineage.paths import MISSING, FieldPath
-from routing_rules.patterns import RegexPattern, StringPredicate, compile_pattern, compiled_glob
+from routing_rules.patterns import RegexPattern, compile_pattern, compiled_glob
 from routing_rules.schema import DatasetCondition, DatasetQuantifier, FieldTest, Match
 
-__all__ = ["EventPredicate", "compile_match", "job_namespace", "same_json_value"]
+__all__ = [
+    "KEY_FIELDS",
+    "EventPredicate",
+    "compile_match",
+    "job_namespace",
+    "key_guards",
+    "routing_key",
+    "same_json_value",
+]
 
 EventPredicate = Callable[[dict[str, Any]], bool]
 
@@ -105,9 +113,19 @@ def _has_facet(reference: str) -> EventPredicate:
     return present
 
 
+def _equals(expected: Any) -> Callable[[Any], bool]:
+    """:func:`same_json_value` against a fixed value, specialised by its type (hot path)."""
+    if expected is None or isinstance(expected, bool):
+        return lambda value: value is expected
+    if isinstance(expected, str):
+        return lambda value: value == expected and value.__class__ is str
+    numbers = (int, float)
+    return lambda value: value == expected and value.__class__ in numbers
+
+
 def _value_test(expected: Any) -> Callable[[Any], bool]:
     if not isinstance(expected, FieldTest):
-        return lambda value: same_json_value(value, expected)
+        return _equals(expected)
     if expected.regex is not None:
         return compile_pattern(RegexPattern(regex=expected.regex))
     if expected.glob is not None:
@@ -126,31 +144,80 @@ def _field(text: str, expected: Any) -> EventPredicate:
         return lambda event: (path.get(event) is not MISSING) is wanted
     test = _value_test(expected)
     if not path.has_wildcard:
-        return lambda event: (value := path.get(event)) is not MISSING and test(value)
+        # MISSING passes no test: it equals nothing and is not a string.
+        get = path.get
+        return lambda event: test(get(event))
     return lambda event: any(test(v) for v in path.values(event))
 
 
-def _on_string(read: Callable[[dict[str, Any]], Any], pattern: StringPredicate) -> EventPredicate:
-    return lambda event: pattern(read(event))
+def _on_value(read: Callable[[dict[str, Any]], Any], test: Callable[[Any], bool]) -> EventPredicate:
+    return lambda event: test(read(event))
 
 
-def compile_match(match: Match) -> EventPredicate:
-    """One predicate for a ``match`` mapping (all of its conditions)."""
-    checks: list[EventPredicate] = []
-    if match.kind is not None:
+# The event values a routing key holds (see :func:`routing_key`), by condition name.
+KEY_FIELDS = ("kind", "event_type", "job_namespace", "job_name", "producer")
+_KEY_READERS: tuple[Callable[[dict[str, Any]], Any], ...] = (
+    event_kind,
+    lambda event: event.get("eventType"),
+    job_namespace,
+    _job_name,
+    lambda event: event.get("producer"),
+)
+
+
+def routing_key(event: dict[str, Any]) -> tuple[Any, ...]:
+    """The values that conditions in :data:`KEY_FIELDS` look at, in that order.
+
+    Rules are indexed by them: whether a rule's key conditions hold is worked out once per
+    distinct key, not once per event (see :class:`routing_rules.ruleset.Ruleset`).
+    """
+    job = event.get("job")
+    if isinstance(job, dict):
+        namespace, name = job.get("namespace"), job.get("name")
+    else:
+        namespace = name = None
+    return (event_kind(event), event.get("eventType"), namespace, name, event.get("producer"))
+
+
+def _key_value_predicate(match: Match, field: str) -> Callable[[Any], bool] | None:
+    """The condition ``field`` of ``match`` as a test of one routing-key value."""
+    if field == "kind":
+        if match.kind is None:
+            return None
         kinds = frozenset([match.kind] if isinstance(match.kind, EventKind) else match.kind)
-        checks.append(lambda event: event_kind(event) in kinds)
-    if match.event_type is not None:
-        types = frozenset(
-            [match.event_type] if isinstance(match.event_type, str) else match.event_type
-        )
-        checks.append(lambda event: event.get("eventType") in types)
-    if match.job_namespace is not None:
-        checks.append(_on_string(job_namespace, compile_pattern(match.job_namespace)))
-    if match.job_name is not None:
-        checks.append(_on_string(_job_name, compile_pattern(match.job_name)))
-    if match.producer is not None:
-        checks.append(_on_string(lambda e: e.get("producer"), compile_pattern(match.producer)))
+        return lambda value: value in kinds
+    if field == "event_type":
+        if match.event_type is None:
+            return None
+        wanted = match.event_type
+        types = frozenset([wanted] if isinstance(wanted, str) else wanted)
+        return lambda value: isinstance(value, str) and value in types
+    spec = getattr(match, field)
+    return compile_pattern(spec) if spec is not None else None
+
+
+def key_guards(match: Match) -> tuple[tuple[int, Callable[[Any], bool]], ...]:
+    """(position in the routing key, test) for each key condition of a top-level match."""
+    guards = []
+    for index, field in enumerate(KEY_FIELDS):
+        predicate = _key_value_predicate(match, field)
+        if predicate is not None:
+            guards.append((index, predicate))
+    return tuple(guards)
+
+
+def compile_match(match: Match, *, skip_key_fields: bool = False) -> EventPredicate:
+    """One predicate for a ``match`` mapping (all of its conditions).
+
+    ``skip_key_fields`` leaves out the conditions :func:`key_guards` covers, for a caller
+    that checks those through the routing-key index instead.
+    """
+    checks: list[EventPredicate] = []
+    if not skip_key_fields:
+        for field, read in zip(KEY_FIELDS, _KEY_READERS, strict=True):
+            predicate = _key_value_predicate(match, field)
+            if predicate is not None:
+                checks.append(_on_value(read, predicate))
     if match.dataset is not None:
         fits = _dataset_predicate(match.dataset)
         checks.append(lambda event: fits(event.get("dataset")))

@@ -28,20 +28,11 @@ _FACETS = "https://openlineage.io/spec/facets/1-0-0"
 class TransformStep:
     """One compiled transform step."""
 
-    __slots__ = ("apply", "changes_job_namespace", "description")
+    __slots__ = ("apply", "description")
 
-    def __init__(
-        self,
-        description: str,
-        apply: Callable[[dict[str, Any]], int],
-        *,
-        changes_job_namespace: bool = False,
-    ) -> None:
+    def __init__(self, description: str, apply: Callable[[dict[str, Any]], int]) -> None:
         self.description = description
         self.apply = apply
-        # The ruleset re-indexes the remaining rules when a step can move the event to
-        # another job namespace.
-        self.changes_job_namespace = changes_job_namespace
 
 
 def _facet_mappings(event: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -161,7 +152,6 @@ def _map_namespaces(
     return TransformStep(
         f"map_namespaces ({' and '.join(parts) or 'no'} mappings)",
         apply,
-        changes_job_namespace=bool(jobs),
     )
 
 

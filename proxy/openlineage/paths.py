@@ -67,14 +67,19 @@ class FieldPath:
 
     def get(self, event: Any) -> Any:
         """The single value at the path, or :data:`MISSING` (first match for wildcards)."""
-        if not self.has_wildcard:
-            node = event
-            for segment in self.segments:
-                node = _child(node, segment)
+        if self.has_wildcard:
+            return next(self.values(event), MISSING)
+        node = event
+        for segment in self.segments:  # inlined _child: this runs per rule per event
+            if isinstance(node, dict):
+                node = node.get(segment, MISSING)
                 if node is MISSING:
                     return MISSING
-            return node
-        return next(self.values(event), MISSING)
+            elif isinstance(node, list) and segment.isdigit() and int(segment) < len(node):
+                node = node[int(segment)]
+            else:
+                return MISSING
+        return node
 
     def values(self, event: Any) -> Iterator[Any]:
         """Every value the path points at (none when it leads nowhere)."""

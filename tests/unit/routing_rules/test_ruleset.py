@@ -217,3 +217,53 @@ def test_stats_are_exposed_to_prometheus():
     text = generate_latest(registry).decode()
     assert 'lineage_proxy_routed_events_total{outcome="matched",rule="all"} 1.0' in text
     assert 'lineage_proxy_rules_reloads_total{result="failure"} 1.0' in text
+
+
+def test_index_covers_job_name_producer_kind_and_event_type():
+    rules = ruleset(
+        """
+        rules:
+          - {name: r1, match: {job_name: "etl.*", producer: "*spark*"}, to: [a]}
+          - {name: r2, match: {kind: [job], job_name: etl.daily}, to: [b]}
+          - {name: r3, match: {event_type: [COMPLETE, FAIL], fields: {run.facets.x: 1}}, to: [c]}
+          - {name: r4, match: {event_type: COMPLETE}, to: [b]}
+        default: {to: [c]}
+        """
+    )
+    spark = run_event(name="etl.daily", event_type="COMPLETE")
+    spark["producer"] = "https://github.com/OpenLineage/OpenLineage/integration/spark"
+    plain = run_event(name="etl.daily", event_type="COMPLETE")
+    with_x = run_event(name="load", event_type="FAIL")
+    with_x["run"]["facets"]["x"] = 1
+    for _ in range(2):
+        assert list(rules.route(spark).destinations) == ["a"]
+        assert list(rules.route(plain).destinations) == ["b"]
+        assert list(rules.route(job_event(name="etl.daily")).destinations) == ["b"]
+        assert list(rules.route(with_x).destinations) == ["c"]
+        assert list(rules.route(run_event(name="load", event_type="START")).destinations) == ["c"]
+
+
+def test_values_that_are_not_hashable_do_not_break_routing():
+    rules = ruleset(
+        "rules: [{match: {event_type: START}, to: [a]}, {match: {job_name: x}, to: [b]}]\n"
+        "default: {to: [c]}"
+    )
+    odd = run_event()
+    odd["eventType"] = ["START"]
+    odd["job"]["name"] = {"x": 1}
+    assert list(rules.route(odd).destinations) == ["c"]
+
+
+def test_a_transform_that_changes_a_key_value_re_indexes_later_rules():
+    rules = ruleset(
+        """
+        rules:
+          - {name: hide, transform: [{redact: [producer]}], continue: true}
+          - {name: spark, match: {producer: "*spark*"}, to: [a]}
+          - {name: hidden, match: {producer: "***REDACTED***"}, to: [b]}
+        default: {to: [c]}
+        """
+    )
+    event = run_event()
+    event["producer"] = "https://example.com/spark"
+    assert list(rules.route(event).destinations) == ["b"]
