@@ -1,0 +1,93 @@
+"""``lineage-proxy rules check`` and ``rules test`` (in-process: same code as the script)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+
+from proxy.cli import main
+from routing_rules.transforms import REDACTED
+from tests.conftest import REPO
+from tests.sample_events import rich_run_event, run_event
+
+EXAMPLES = REPO / "routing_rules" / "examples"
+
+
+def test_check_accepts_a_good_file(capsys):
+    assert main(["rules", "check", str(EXAMPLES / "per-team-topics.yaml")]) == 0
+    assert "per-team-topics.yaml: ok (3 rules, 3 destinations)" in capsys.readouterr().out
+
+
+def test_check_defaults_to_the_rules_named_by_the_config(capsys):
+    assert main(["rules", "check", "--config", str(REPO / "config.yaml")]) == 0
+    assert "routing_rules/default.yaml: ok (0 rules, 2 destinations)" in capsys.readouterr().out
+
+
+def test_check_reports_file_line_and_reason_and_exits_1(tmp_path: Path, capsys):
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(
+        "version: 1\ndestinations: {}\nrules:\n  - to: [nowhere]\ndefault: {drop: true}\n"
+    )
+    assert main(["rules", "check", str(broken)]) == 1
+    assert capsys.readouterr().out.strip() == (
+        f"{broken}:4: rules.0.to.0: unknown destination 'nowhere' (none declared)"
+    )
+
+
+def test_dry_run_shows_rules_transforms_destinations_and_the_event_as_sent(tmp_path: Path, capsys):
+    event = rich_run_event()
+    running = run_event(event_type="RUNNING")
+    invalid = run_event()
+    del invalid["producer"]
+    events = tmp_path / "events.json"
+    events.write_bytes(orjson.dumps([event, invalid]))
+    single = tmp_path / "running.json"
+    single.write_bytes(orjson.dumps(running))
+    rules = EXAMPLES / "redact-sql.yaml"
+    assert main(["rules", "test", str(rules), str(events), str(single), "--json"]) == 0
+    first, second, third = (orjson.loads(line) for line in capsys.readouterr().out.splitlines())
+    assert first["event_label"] == f"{events}[0]"
+    assert first["matched"] == ["redact-sql"]
+    assert first["transforms"][0] == {
+        "rule": "redact-sql",
+        "transform": "redact job.facets.sql.query",
+        "changed": 1,
+    }
+    assert first["destinations"] == ["kafka (kafka)"] and first["default_route"]
+    assert first["event"]["job"]["facets"]["sql"]["query"] == REDACTED
+    assert second["valid"] is False and second["problems"][0]["pointer"] == "/producer"
+    assert third["matched"] == [] and third["event"] == running
+
+    assert main(["rules", "test", str(rules), str(events)]) == 0
+    text = capsys.readouterr().out
+    assert "matched: redact-sql" in text
+    assert "transform [redact-sql] redact job.facets.sql.query: 1 changed" in text
+    assert "destinations (default route): kafka (kafka)" in text
+    assert f'"query": "{REDACTED}"' in text
+    assert "invalid, the client gets 400:" in text and "/producer:" in text
+
+
+def test_dry_run_shows_drops_and_throttling(tmp_path: Path, capsys):
+    run_id = "0176a8c2-fe01-7439-87e6-56a1a1b4029f"
+    flink = [run_event(event_type="RUNNING", run_id=run_id) for _ in range(2)]
+    for event in flink:
+        event["producer"] = "https://github.com/apache/flink"
+    events = tmp_path / "flink.json"
+    events.write_bytes(orjson.dumps([*flink, run_event(event_type="RUNNING")]))
+    assert main(["rules", "test", str(EXAMPLES / "drop-running.yaml"), str(events)]) == 0
+    text = capsys.readouterr().out
+    assert "dropped by: flink-running (throttle)" in text
+    assert "dropped by: other-running" in text
+    assert text.count("destinations: kafka (kafka)") == 1
+
+
+def test_dry_run_with_a_broken_rules_file_or_unreadable_event_exits_1(tmp_path: Path, capsys):
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("version: 1\n")
+    assert main(["rules", "test", str(broken), "x.json"]) == 1
+    assert f"{broken}:1: default: Field required" in capsys.readouterr().out
+    assert (
+        main(["rules", "test", str(EXAMPLES / "redact-sql.yaml"), str(tmp_path / "no.json")]) == 1
+    )
+    assert "no.json: cannot read an event" in capsys.readouterr().err
