@@ -53,15 +53,17 @@ def _wait_until_ready(url: str, process: subprocess.Popen, timeout: float = 30) 
     raise TimeoutError(f"proxy at {url} not ready")
 
 
-def test_serve_with_env_overrides_delivers_then_drains_on_sigterm(broker, topic):
+def serve_process(broker_address: str, **settings: str) -> tuple[subprocess.Popen, str]:
+    """``lineage-proxy serve --config config.yaml`` on a free port, with ``settings`` as
+    ``LINEAGE_PROXY__*`` overrides (``kafka__topic="x"``); returns the process and its URL."""
     port = _free_port()
     env = {
         **os.environ,
         "LINEAGE_PROXY__SERVER__PORT": str(port),
-        "LINEAGE_PROXY__KAFKA__BOOTSTRAP_SERVERS": broker.bootstrap_servers,
-        "LINEAGE_PROXY__KAFKA__TOPIC": topic,
+        "LINEAGE_PROXY__KAFKA__BOOTSTRAP_SERVERS": broker_address,
         "LINEAGE_PROXY__ROUTING__ARCHIVE_ROOT": str(ARCHIVE_ROOT),
         "LINEAGE_PROXY__CONSUMERS__ARCHIVE__TARGET__DIRECTORY": str(ARCHIVE_ROOT / "consumed"),
+        **{f"LINEAGE_PROXY__{key.upper()}": value for key, value in settings.items()},
     }
     process = subprocess.Popen(
         [sys.executable, "-m", "proxy", "serve", "--config", "config.yaml"],
@@ -70,8 +72,12 @@ def test_serve_with_env_overrides_delivers_then_drains_on_sigterm(broker, topic)
         stderr=subprocess.PIPE,
         text=True,
     )
+    return process, f"http://127.0.0.1:{port}"
+
+
+def test_serve_with_env_overrides_delivers_then_drains_on_sigterm(broker, topic):
+    process, url = serve_process(broker.bootstrap_servers, kafka__topic=topic)
     try:
-        url = f"http://127.0.0.1:{port}"
         _wait_until_ready(url, process)
         resp = requests.post(f"{url}/api/v1/lineage", json=rich_run_event(), timeout=10)
         assert resp.status_code == 200

@@ -142,26 +142,32 @@ rejected:
     assert 'lineage_proxy_routed_events_total{outcome="matched",rule="redact-sql"} 1.0' in metrics
 
 
-async def test_best_effort_http_failure_does_not_fail_the_client(
-    start_proxy, broker, topic, tmp_path
-):
-    async with TargetDouble() as receiver:
-        await receiver.down()
-        rules = write_rules(
-            tmp_path / "rules.yaml",
-            f"""
+def kafka_and_http_rules(directory: Path, receiver: TargetDouble, *, required: bool) -> Path:
+    """Every event to Kafka and to ``receiver`` (generic HTTP, no retries)."""
+    return write_rules(
+        directory / "rules.yaml",
+        f"""
 version: 1
 destinations:
   kafka: {{kind: kafka}}
   receiver:
     kind: http
+    required: {str(required).lower()}
     target:
       kind: http
       url: "{receiver.url}/api/v1/lineage"
       retry: {{max_attempts: 1}}
 default: {{to: [kafka, receiver]}}
 """,
-        )
+    )
+
+
+async def test_best_effort_http_failure_does_not_fail_the_client(
+    start_proxy, broker, topic, tmp_path
+):
+    async with TargetDouble() as receiver:
+        await receiver.down()
+        rules = kafka_and_http_rules(tmp_path, receiver, required=False)
         event = run_event()
         async with (
             start_proxy(routing={"rules": rules}) as url,
@@ -186,22 +192,7 @@ default: {{to: [kafka, receiver]}}
 
 async def test_required_http_failure_answers_retry_and_success_waits_for_it(start_proxy, tmp_path):
     async with TargetDouble() as receiver:
-        rules = write_rules(
-            tmp_path / "rules.yaml",
-            f"""
-version: 1
-destinations:
-  kafka: {{kind: kafka}}
-  receiver:
-    kind: http
-    required: true
-    target:
-      kind: http
-      url: "{receiver.url}/api/v1/lineage"
-      retry: {{max_attempts: 1}}
-default: {{to: [kafka, receiver]}}
-""",
-        )
+        rules = kafka_and_http_rules(tmp_path, receiver, required=True)
         async with (
             start_proxy(routing={"rules": rules}) as url,
             ClientSession() as session,

@@ -8,8 +8,6 @@ import asyncio
 import logging
 import os
 import signal
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -19,8 +17,7 @@ import pytest
 import requests
 from aiohttp import ClientSession
 
-from tests.conftest import REPO
-from tests.integration.test_cli import _free_port, _wait_until_ready
+from tests.integration.test_cli import _wait_until_ready, serve_process
 from tests.kafka_reader import read_topic
 from tests.sample_events import run_event
 
@@ -127,22 +124,11 @@ def test_sighup_reloads_the_rules_of_a_running_server(broker, tmp_path: Path):
     first, second = (f"sighup.{uuid.uuid4().hex[:8]}" for _ in range(2))
     rules = tmp_path / "rules.yaml"
     replace_file(rules, rules_to(first))
-    port = _free_port()
-    env = {
-        **os.environ,
-        "LINEAGE_PROXY__SERVER__PORT": str(port),
-        "LINEAGE_PROXY__KAFKA__BOOTSTRAP_SERVERS": broker.bootstrap_servers,
-        "LINEAGE_PROXY__ROUTING__RULES": str(rules),
-        "LINEAGE_PROXY__ROUTING__RELOAD_INTERVAL_SECONDS": "0",  # only SIGHUP reloads
-    }
-    process = subprocess.Popen(
-        [sys.executable, "-m", "proxy", "serve", "--config", "config.yaml"],
-        cwd=REPO,
-        env=env,
-        stderr=subprocess.PIPE,
-        text=True,
+    process, url = serve_process(
+        broker.bootstrap_servers,
+        routing__rules=str(rules),
+        routing__reload_interval_seconds="0",  # only SIGHUP reloads
     )
-    url = f"http://127.0.0.1:{port}"
     try:
         _wait_until_ready(url, process)
         before, after = run_event(), run_event()
