@@ -9,6 +9,9 @@ numbers on a shared 2-core machine are noise:
 - ``naive_forwarder``: parse and produce to Kafka without waiting — the old Java proxy.
 - ``proxy``: lineage-proxy with the default config: validation, key, acks=all, 2xx after
   the delivery report.
+- ``routing``: the proxy routing single events by a rules file of 1 rule against one of
+  100 rules whose 100th is the one that matches (both to Kafka only); the issue asks for
+  ``hundred_vs_one_rule`` ≥ 0.9. ``bench/routing_rules.py`` measures routing alone.
 
 Load comes from ``wrk`` (a separate C process) so the load generator is not the limit.
 """
@@ -131,6 +134,21 @@ def measure(
     }
 
 
+def rules_file(path: Path, rules: int) -> Path:
+    """Rules sending the bench event (job namespace team-a) to Kafka by their last rule."""
+    lines = ["version: 1", "destinations:", "  kafka: {kind: kafka}", "rules:"]
+    lines += [
+        f"  - {{name: team-{i:03d}, match: {{job_namespace: team-{i:03d}}}, to: [kafka]}}"
+        for i in range(rules - 1)
+    ]
+    lines += [
+        "  - {name: bench, match: {kind: run, job_namespace: team-a}, to: [kafka]}",
+        "default: {drop: true}",
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=int, default=10, help="per scenario (default 10)")
@@ -196,6 +214,28 @@ def main() -> int:
                 "proxy_vs_naive_forwarder": round(scenario["proxy"]["events_per_s"] / naive, 3),
             }
             results[label] = scenario
+        routing = {
+            name: measure(
+                f"routing/{name}",
+                proxy,
+                {
+                    **proxy_env,
+                    "LINEAGE_PROXY__ROUTING__RULES": str(rules_file(work / f"{name}.yaml", n)),
+                },
+                port,
+                lineage,
+                single,
+                1,
+                args,
+            )
+            for name, n in (("one_rule", 1), ("hundred_rules", 100))
+        }
+        routing["ratios"] = {
+            "hundred_vs_one_rule": round(
+                routing["hundred_rules"]["events_per_s"] / routing["one_rule"]["events_per_s"], 3
+            )
+        }
+        results["routing"] = routing
     report = {
         "benchmark": "http_ingest",
         "event_bytes": single.stat().st_size,
