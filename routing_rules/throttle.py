@@ -5,7 +5,8 @@ rule with a throttle lets the first RUNNING event of a run through, suppresses t
 next ones until the interval has passed, and never holds back START, COMPLETE, FAIL,
 ABORT or OTHER. State is per process (N proxies behind a load balancer let up to N
 through per interval) and bounded: the least recently seen runs are forgotten first,
-and a run's terminal event forgets it at once.
+and a run's terminal event forgets it at once. A rules reload starts with fresh state
+(at most one extra RUNNING event per run passes).
 """
 
 from __future__ import annotations
