@@ -43,17 +43,7 @@ async def running_daemons(
     Yields the daemons' tasks: one ending early means that daemon failed.
     """
     stop = asyncio.Event()
-    daemons = [
-        ConsumerDaemon(
-            name,
-            config.consumers[name],
-            bootstrap_servers=bootstrap_servers,
-            default_topic=config.kafka.topic,
-            create_topics=config.kafka.create_topics,
-            topic_partitions=config.kafka.topic_partitions,
-        )
-        for name in names
-    ]
+    daemons = [_daemon(config, name, bootstrap_servers) for name in names]
     runners: list[web.AppRunner] = []
     tasks = [asyncio.create_task(d.run(stop), name=f"consumer-{d.name}") for d in daemons]
     try:
@@ -82,7 +72,22 @@ async def running_daemons(
                 log.error("consumer %s failed: %r", daemon.name, result)
 
 
-async def consume_until_signalled(config: ProxyConfig, names: Sequence[str]) -> None:
+def _daemon(config: ProxyConfig, name: str, bootstrap_servers: str) -> ConsumerDaemon:
+    try:
+        return ConsumerDaemon(
+            name,
+            config.consumers[name],
+            bootstrap_servers=bootstrap_servers,
+            default_topic=config.kafka.topic,
+            create_topics=config.kafka.create_topics,
+            topic_partitions=config.kafka.topic_partitions,
+        )
+    except ValueError as exc:  # e.g. a credential's environment variable is not set
+        raise ConfigError(f"consumers.{name}: {exc}") from None
+
+
+async def consume_until_signalled(config: ProxyConfig, names: Sequence[str]) -> bool:
+    """Run until SIGTERM/SIGINT (or a daemon fails); False if any daemon failed."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -92,3 +97,4 @@ async def consume_until_signalled(config: ProxyConfig, names: Sequence[str]) -> 
         await asyncio.wait([signalled, *tasks], return_when=asyncio.FIRST_COMPLETED)
         signalled.cancel()
         log.info("stopping consumers")
+    return not any(t.exception() for t in tasks if not t.cancelled())

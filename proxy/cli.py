@@ -94,8 +94,8 @@ def _cmd_consume(args: argparse.Namespace) -> int:
             "kafka.bootstrap_servers is 'embedded': that broker lives inside `serve`; "
             "run consumers there (server.run_consumers) or point kafka at a real cluster"
         )
-    asyncio.run(consume_until_signalled(config, names))
-    return EXIT_OK
+    ok = asyncio.run(consume_until_signalled(config, names))
+    return EXIT_OK if ok else EXIT_INVALID
 
 
 def _rules_path(args: argparse.Namespace) -> Path:

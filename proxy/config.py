@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, m
 
 from consumers.config import ConsumerConfig
 from proxy.destinations.kafka import refuse_weaker_durability
+from proxy.secrets import check_one_source, secret_value
 from proxy.yaml_source import (
     ConfigError,
     YamlDocument,
@@ -100,17 +101,11 @@ class TokenConfig(Section):
 
     @model_validator(mode="after")
     def _one_source(self) -> TokenConfig:
-        if (self.token is None) == (self.token_env is None):
-            raise ValueError("give exactly one of token or token_env")
+        check_one_source(self.token, self.token_env, "token or token_env")
         return self
 
     def secret(self) -> str:
-        if self.token is not None:
-            return self.token.get_secret_value()
-        value = os.environ.get(self.token_env or "")
-        if not value:
-            raise ValueError(f"environment variable {self.token_env} is not set")
-        return value
+        return secret_value(self.token, self.token_env)
 
 
 class AuthConfig(Section):

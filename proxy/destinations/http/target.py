@@ -9,13 +9,13 @@ Auth is shared here because Bearer and basic mean the same thing to every target
 from __future__ import annotations
 
 import base64
-import os
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from proxy.destinations.retry import RetryConfig
+from proxy.secrets import check_one_source, secret_value
 
 __all__ = [
     "ACCEPTED",
@@ -61,15 +61,6 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-def _secret(value: SecretStr | None, env: str | None, what: str) -> str:
-    if value is not None:
-        return value.get_secret_value()
-    secret = os.environ.get(env or "")
-    if not secret:
-        raise ValueError(f"{what}: environment variable {env} is not set")
-    return secret
-
-
 class BearerAuth(_Strict):
     type: Literal["bearer"]
     # The token itself, or the name of an environment variable holding it.
@@ -78,12 +69,11 @@ class BearerAuth(_Strict):
 
     @model_validator(mode="after")
     def _one_source(self) -> BearerAuth:
-        if (self.token is None) == (self.token_env is None):
-            raise ValueError("give exactly one of token or token_env")
+        check_one_source(self.token, self.token_env, "token or token_env")
         return self
 
     def header(self) -> str:
-        return f"Bearer {_secret(self.token, self.token_env, 'bearer auth')}"
+        return f"Bearer {secret_value(self.token, self.token_env)}"
 
 
 class BasicAuth(_Strict):
@@ -94,12 +84,11 @@ class BasicAuth(_Strict):
 
     @model_validator(mode="after")
     def _one_source(self) -> BasicAuth:
-        if (self.password is None) == (self.password_env is None):
-            raise ValueError("give exactly one of password or password_env")
+        check_one_source(self.password, self.password_env, "password or password_env")
         return self
 
     def header(self) -> str:
-        password = _secret(self.password, self.password_env, "basic auth")
+        password = secret_value(self.password, self.password_env)
         return "Basic " + base64.b64encode(f"{self.username}:{password}".encode()).decode()
 
 

@@ -73,9 +73,11 @@ def test_run_consumers_must_name_configured_consumers(tmp_path):
         (["consume", "nope"], "unknown consumer(s) nope"),
         (["consume"], "--all"),
         (["consume", "to-marquez", "--all"], "--all"),
+        (["consume", "to-hook"], "consumers.to-hook: environment variable HOOK_TOKEN is not set"),
     ],
 )
-def test_consume_usage_errors_exit_2(tmp_path, capsys, argv, says):
+def test_consume_usage_errors_exit_2(tmp_path, capsys, monkeypatch, argv, says):
+    monkeypatch.delenv("HOOK_TOKEN", raising=False)
     path = _write(tmp_path, GOOD)
     assert main([*argv, "--config", str(path)]) == 2
     assert says in capsys.readouterr().err
