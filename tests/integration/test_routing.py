@@ -60,7 +60,12 @@ async def test_one_rules_file_fans_out_to_two_topics_the_archive_and_http(
             f"""
 version: 1
 destinations:
-  team-a: {{kind: kafka, topic: {topic_a}, key: job, headers: {{team: a}}}}
+  team-a:
+    kind: kafka
+    topic: {topic_a}
+    key: job
+    headers: {{team: a}}
+    producer: {{linger.ms: 1}}   # its own producer
   other: {{kind: kafka, topic: {topic_other}, key: "{{job.namespace}}"}}
   archive: {{kind: archive, directory: all}}
   receiver:
