@@ -98,7 +98,9 @@ class LiveRules:
                     continue
                 try:
                     destination = await build_destination(name, config, self.resources)
-                except (OSError, ValueError) as exc:
+                except Exception as exc:
+                    # Whatever a destination trips on while starting (a directory it may
+                    # not create, a librdkafka setting it does not know) refuses the file.
                     raise ConfigError(f"{self.path}: destination {name!r}: {exc}") from exc
                 new.append(destination)
                 built[name] = (config, destination)
@@ -116,6 +118,11 @@ class LiveRules:
                 ruleset, built = await self._load()
             except ConfigError as exc:
                 log.error("rules reload refused, the previous rules keep serving:\n%s", exc)
+                self.stats.count_reload("failure")
+                return False
+            except Exception:
+                # A bug of ours must not stop the watcher or the old rules.
+                log.exception("rules reload failed, the previous rules keep serving")
                 self.stats.count_reload("failure")
                 return False
             self.router.ruleset = ruleset

@@ -104,3 +104,15 @@ def test_kafka_destinations_share_a_producer_unless_overrides_differ(tmp_path: P
     finally:
         for producer in resources.producers:
             producer.stop()
+
+
+async def test_an_unknown_librdkafka_setting_refuses_the_file_with_its_name(tmp_path: Path):
+    write(
+        tmp_path / "rules.yaml",
+        "version: 1\ndestinations:\n  k: {kind: kafka, producer: {linger.mss: 5}}\n"
+        "default: {to: [k]}\n",
+    )
+    rules = live(tmp_path)
+    with pytest.raises(ConfigError, match=r"destination 'k': .*linger\.mss"):
+        await rules.start()
+    await rules.resources.close(0)
