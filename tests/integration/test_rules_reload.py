@@ -147,3 +147,13 @@ def test_sighup_reloads_the_rules_of_a_running_server(broker, tmp_path: Path):
     (one,) = read_topic(broker.bootstrap_servers, first, expect=1)
     (two,) = read_topic(broker.bootstrap_servers, second, expect=1)
     assert orjson.loads(one.value) == before and orjson.loads(two.value) == after
+
+
+def test_a_broken_rules_file_stops_serve_at_start_with_file_line_and_reason(broker, tmp_path: Path):
+    rules = tmp_path / "rules.yaml"
+    replace_file(rules, "version: 1\ndestinations: {}\nrules:\n  - {drop: true, to: [x]}\n")
+    process, _ = serve_process(broker.bootstrap_servers, routing__rules=str(rules))
+    assert process.wait(timeout=60) == 2
+    stderr = process.stderr.read() if process.stderr else ""
+    assert f"{rules}:4: rules.0: Value error, drop: true cannot be combined" in stderr
+    assert f"{rules}:1: default: Field required" in stderr
