@@ -12,7 +12,9 @@ Scenarios, each over the same event set (2.5 KB RunEvents spread over 100 namesp
   destination, plus a catch-all (the per-team-topics case; served by the namespace index);
 - ``hundred_job_rules``: 100 rules on job name (exact) and producer (glob), also
   served by the routing-key index;
-- ``hundred_field_rules``: 100 rules on a field path, which no index narrows: the worst
+- ``hundred_field_rules``: 100 rules comparing one field path to 100 values; field
+  equalities join the routing key too (none matches here, the default applies);
+- ``hundred_facet_rules``: 100 ``has_facets`` rules, which no index narrows: the worst
   case, where every event runs all 100 predicates (none matches, the default applies).
 
 Two measurements per scenario: ``route`` (``Ruleset.route`` alone) and ``proxy_cpu``
@@ -95,11 +97,24 @@ HUNDRED_FIELD_RULES = (
     + "default: {to: [t000]}\n"
 )
 
+HUNDRED_FACET_RULES = (
+    "version: 1\n"
+    + _destinations(TEAMS)
+    + "rules:\n"
+    + "".join(
+        f"  - {{name: facet-{i:03d}, match: {{has_facets: [run.custom_{i:03d}]}}, "
+        f"to: [t{i:03d}]}}\n"
+        for i in range(TEAMS)
+    )
+    + "default: {to: [t000]}\n"
+)
+
 SCENARIOS = {
     "one_rule": ONE_RULE,
     "hundred_namespace_rules": HUNDRED_NAMESPACE_RULES,
     "hundred_job_rules": HUNDRED_JOB_RULES,
     "hundred_field_rules": HUNDRED_FIELD_RULES,
+    "hundred_facet_rules": HUNDRED_FACET_RULES,
 }
 
 

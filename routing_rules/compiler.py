@@ -11,7 +11,8 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from routing_rules.matcher import compile_match, key_guards
+from proxy.openlineage.paths import FieldPath
+from routing_rules.matcher import KEY_FIELDS, compile_match, indexed_fields, key_guards
 from routing_rules.ruleset import CompiledRule, Ruleset
 from routing_rules.schema import RulesFile, rule_names
 from routing_rules.stats import DEFAULT_RULE, RoutingStats
@@ -33,6 +34,11 @@ def compile_rules(
 ) -> Ruleset[T]:
     """``resolve`` maps a destination name (already checked to exist) to what routes get."""
     compiled: list[CompiledRule[T]] = []
+    # Field paths compared for equality at the top level of some rule join the routing key.
+    field_paths = list(
+        dict.fromkeys(path for rule in rules_file.rules for path in indexed_fields(rule.match))
+    )
+    positions = {path: len(KEY_FIELDS) + j for j, path in enumerate(field_paths)}
     names = rule_names(rules_file.rules)
     for index, (name, rule) in enumerate(zip(names, rules_file.rules, strict=True)):
         transforms = tuple(compile_transform(step) for step in rule.transform)
@@ -42,7 +48,7 @@ def compile_rules(
                 index=index,
                 # Key conditions are checked through the ruleset's index, once per key.
                 matches=compile_match(rule.match, skip_key_fields=True),
-                guards=key_guards(rule.match),
+                guards=key_guards(rule.match, positions),
                 throttle=(
                     RunningThrottle(rule.throttle.interval_seconds, rule.throttle.max_runs, clock)
                     if rule.throttle is not None
@@ -62,4 +68,5 @@ def compile_rules(
         default_stats=stats.for_rule(DEFAULT_RULE),
         rejected=tuple(resolve(d) for d in dict.fromkeys(rejected)),
         source=source,
+        field_paths=tuple(FieldPath(path) for path in field_paths),
     )

@@ -20,10 +20,12 @@ __all__ = [
     "KEY_FIELDS",
     "EventPredicate",
     "compile_match",
+    "indexed_fields",
     "job_namespace",
     "key_guards",
     "routing_key",
     "same_json_value",
+    "typed_key_value",
 ]
 
 EventPredicate = Callable[[dict[str, Any]], bool]
@@ -104,6 +106,14 @@ def _facet_holders(event: dict[str, Any], level: str) -> list[Any]:
 
 def _has_facet(reference: str) -> EventPredicate:
     level, _, name = reference.partition(".")
+    if level in ("run", "job", "dataset"):
+        # One facets mapping: read it directly, no list per event (hot path).
+        def present_on(event: dict[str, Any]) -> bool:
+            holder = event.get(level)
+            facets = holder.get("facets") if holder.__class__ is dict else None
+            return facets.__class__ is dict and name in facets
+
+        return present_on
 
     def present(event: dict[str, Any]) -> bool:
         return any(
@@ -196,24 +206,58 @@ def _key_value_predicate(match: Match, field: str) -> Callable[[Any], bool] | No
     return compile_pattern(spec) if spec is not None else None
 
 
-def key_guards(match: Match) -> tuple[tuple[int, Callable[[Any], bool]], ...]:
-    """(position in the routing key, test) for each key condition of a top-level match."""
+def indexed_fields(match: Match) -> dict[str, Any]:
+    """The ``fields`` conditions of a top-level match that can join the routing key:
+    plain equality on a path without ``*`` (``run.facets.processing_engine.name: spark``)."""
+    return {
+        path: expected
+        for path, expected in (match.fields or {}).items()
+        if not isinstance(expected, FieldTest) and "*" not in path.split(".")
+    }
+
+
+def typed_key_value(value: Any) -> Any:
+    """A field value as part of a routing key: equal exactly when :func:`same_json_value`
+    says so (``True`` and ``1`` apart, ``1`` and ``1.0`` together)."""
+    if value.__class__ is str:
+        return value
+    if value is None:
+        return ("null",)
+    if value.__class__ is bool:
+        return ("bool", value)
+    if value.__class__ in (int, float):
+        return ("number", value)
+    return value  # MISSING, or a list / mapping (not hashable: the index steps aside)
+
+
+def key_guards(
+    match: Match, field_positions: dict[str, int] | None = None
+) -> tuple[tuple[int, Callable[[Any], bool]], ...]:
+    """(position in the routing key, test) for each key condition of a top-level match;
+    ``field_positions`` places the :func:`indexed_fields` paths after :data:`KEY_FIELDS`."""
     guards = []
     for index, field in enumerate(KEY_FIELDS):
         predicate = _key_value_predicate(match, field)
         if predicate is not None:
             guards.append((index, predicate))
+    for path, expected in indexed_fields(match).items() if field_positions else ():
+        wanted = typed_key_value(expected)
+        guards.append((field_positions[path], lambda value, wanted=wanted: value == wanted))
     return tuple(guards)
 
 
 def compile_match(match: Match, *, skip_key_fields: bool = False) -> EventPredicate:
     """One predicate for a ``match`` mapping (all of its conditions).
 
-    ``skip_key_fields`` leaves out the conditions :func:`key_guards` covers, for a caller
-    that checks those through the routing-key index instead.
+    ``skip_key_fields`` leaves out the conditions :func:`key_guards` covers (with field
+    positions), for a caller that checks those through the routing-key index instead.
     """
     checks: list[EventPredicate] = []
-    if not skip_key_fields:
+    fields = dict(match.fields or {})
+    if skip_key_fields:
+        for path in indexed_fields(match):
+            del fields[path]
+    else:
         for field, read in zip(KEY_FIELDS, _KEY_READERS, strict=True):
             predicate = _key_value_predicate(match, field)
             if predicate is not None:
@@ -226,7 +270,7 @@ def compile_match(match: Match, *, skip_key_fields: bool = False) -> EventPredic
     if match.outputs is not None:
         checks.append(_datasets("outputs", match.outputs))
     checks.extend(_has_facet(reference) for reference in match.has_facets or ())
-    checks.extend(_field(text, expected) for text, expected in (match.fields or {}).items())
+    checks.extend(_field(text, expected) for text, expected in fields.items())
     if match.all_ is not None:
         checks.extend(compile_match(m) for m in match.all_)
     if match.any_ is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from routing_rules.ruleset import Trace
 from routing_rules.stats import DEFAULT_RULE, RoutingStats
-from tests.sample_events import dataset_event, job_event, run_event
+from tests.sample_events import dataset_event, job_event, rich_run_event, run_event
 from tests.unit.routing_rules.helpers import ruleset
 
 
@@ -267,3 +267,49 @@ def test_a_transform_that_changes_a_key_value_re_indexes_later_rules():
     event = run_event()
     event["producer"] = "https://example.com/spark"
     assert list(rules.route(event).destinations) == ["b"]
+
+
+def test_field_equalities_in_the_index_keep_json_types_apart():
+    rules = ruleset(
+        """
+        rules:
+          - {name: flag-true, match: {fields: {run.facets.f.v: true}}, to: [a]}
+          - {name: one, match: {fields: {run.facets.f.v: 1}}, to: [b]}
+          - {name: null, match: {fields: {run.facets.f.v: null}}, to: [c]}
+          - {name: text, match: {fields: {run.facets.f.v: "1", job.name: etl.daily}}, to: [a, b]}
+        default: {to: [a, c]}
+        """
+    )
+
+    def routed(value: object) -> list[str]:
+        event = run_event(name="etl.daily")
+        if value != "missing":
+            event["run"]["facets"]["f"] = {"v": value}
+        return list(rules.route(event).destinations)
+
+    for _ in range(2):  # second pass: from the memo
+        assert routed(True) == ["a"]
+        assert routed(1) == ["b"]
+        assert routed(1.0) == ["b"]
+        assert routed(None) == ["c"]
+        assert routed("1") == ["a", "b"]
+        assert routed("missing") == ["a", "c"]
+        assert routed([1]) == ["a", "c"]  # not hashable: the index steps aside
+        assert routed(False) == ["a", "c"]
+
+
+def test_redacting_an_indexed_field_re_keys_later_rules():
+    rules = ruleset(
+        """
+        rules:
+          - name: hide
+            transform: [{redact: [run.facets.processing_engine.name]}]
+            continue: true
+          - {name: spark, match: {fields: {run.facets.processing_engine.name: spark}}, to: [a]}
+          - name: hidden
+            match: {fields: {run.facets.processing_engine.name: "***REDACTED***"}}
+            to: [b]
+        default: {to: [c]}
+        """
+    )
+    assert list(rules.route(rich_run_event()).destinations) == ["b"]
