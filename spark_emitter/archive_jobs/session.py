@@ -51,12 +51,19 @@ def prepare_session(spark: Any) -> None:
 
 
 def run_job(job: Job, app_name: str, args: argparse.Namespace) -> int:
-    """Run ``job`` in a session (made here unless one is active); exit code 0, 1 or 2."""
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(name)s: %(message)s")
-    log.setLevel(logging.INFO)
+    """Run ``job`` in a session (made here unless one is active); exit code 0, 1 or 2.
+
+    Progress goes to stderr through the ``lineage_proxy.spark`` logger for the job's
+    duration only, so running it inside another program leaves that program's logging
+    as it was.
+    """
     if importlib.util.find_spec("pyspark") is None:
         print("the Spark jobs need PySpark: pip install 'lineage-proxy[spark]'", file=sys.stderr)
         return 2
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
     spark, created = job_session(app_name, args.master)
     try:
         return job(spark, args)
@@ -66,6 +73,7 @@ def run_job(job: Job, app_name: str, args: argparse.Namespace) -> int:
     finally:
         if created:
             spark.stop()
+        log.removeHandler(handler)
 
 
 def run_job_main(description: str, app_name: str, job: Job, argv: Sequence[str] | None) -> int:
