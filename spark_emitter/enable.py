@@ -156,6 +156,11 @@ def enable_lineage(
         spark.sparkContext._jvm,
         config.drain_timeout,
     )
+    # py4j logs every call from the JVM at INFO: with the listener that is several lines
+    # per Spark task. Quieted unless the application set py4j's level itself.
+    py4j_log = logging.getLogger("py4j.clientserver")
+    if py4j_log.level == logging.NOTSET:
+        py4j_log.setLevel(logging.WARNING)
     ensure_callback_server_started(spark.sparkContext._gateway)
     listener.start(int(spark.sparkContext.startTime) or int(time.time() * 1000))
     spark.sparkContext._jsc.sc().addSparkListener(listener)
