@@ -1,0 +1,107 @@
+"""Several daemons in one process (as `consume --all` runs them), each with /metrics and
+/healthz showing delivered counts, lag per partition and the circuit state."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+
+import aiohttp
+import pytest
+
+from consumers.run import running_daemons
+from proxy.config import ProxyConfig
+from tests.doubles.datahub_double import DataHubDouble
+from tests.doubles.marquez_double import MarquezDouble
+from tests.integration.consumers.conftest import (
+    FAST_BREAKER,
+    FAST_RETRY,
+    TEST_GROUP,
+    encoded,
+    produce,
+    sequenced_run_events,
+    wait_for,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def _get(session: aiohttp.ClientSession, url: str) -> tuple[int, str]:
+    async with session.get(url) as resp:
+        return resp.status, await resp.text()
+
+
+def _lag(metrics: str) -> float | None:
+    values = [
+        float(line.rsplit(" ", 1)[1])
+        for line in metrics.splitlines()
+        if line.startswith("lineage_consumer_lag{")
+    ]
+    return sum(values) if values else None
+
+
+async def _metrics_when_lag_is(session: aiohttp.ClientSession, base: str, lag: int) -> str:
+    """/metrics once the summed lag gauge shows ``lag`` (watermarks come every ~2 s)."""
+    async with asyncio.timeout(20):
+        while True:
+            _, metrics = await _get(session, base + "/metrics")
+            if _lag(metrics) == lag:
+                return metrics
+            await asyncio.sleep(0.1)
+
+
+async def test_two_daemons_in_one_process_with_status_endpoints(broker, topic_with):
+    topic = topic_with(3)
+    events = sequenced_run_events(runs=4, per_run=5)
+    port = _free_port()
+    async with MarquezDouble() as marquez, DataHubDouble(token="t") as datahub:
+        common = {"topics": [topic], "group": TEST_GROUP, "circuit_breaker": FAST_BREAKER}
+        config = ProxyConfig.model_validate(
+            {
+                "kafka": {"bootstrap_servers": broker.bootstrap_servers, "topic": topic},
+                "consumers": {
+                    "marquez": {
+                        **common,
+                        "target": {"kind": "marquez", "url": marquez.url, "retry": FAST_RETRY},
+                        "status_port": port,
+                    },
+                    "datahub": {
+                        **common,
+                        "target": {
+                            "kind": "datahub",
+                            "url": datahub.url,
+                            "auth": {"type": "bearer", "token": "t"},
+                            "retry": FAST_RETRY,
+                        },
+                    },
+                },
+            }
+        )
+        await marquez.down()
+        base = f"http://127.0.0.1:{port}"
+        async with (
+            running_daemons(config, ["marquez", "datahub"], broker.bootstrap_servers),
+            aiohttp.ClientSession() as session,
+        ):
+            await asyncio.to_thread(produce, broker.bootstrap_servers, topic, encoded(events))
+            await wait_for(lambda: len(datahub.events) == len(events), what="datahub events")
+            # Marquez is down: its daemon holds the events back and says so.
+            await _metrics_when_lag_is(session, base, len(events))
+            status, health = await _get(session, base + "/healthz")
+            assert status == 200 and json.loads(health)["circuit"] in ("open", "half-open")
+            await marquez.up()
+            await wait_for(lambda: len(marquez.events) == len(events), what="marquez events")
+            metrics = await _metrics_when_lag_is(session, base, 0)
+            delivered = 'lineage_consumer_delivered_total{consumer="marquez"}'
+            assert f"{delivered} {len(events)}.0" in metrics
+            health = json.loads((await _get(session, base + "/healthz"))[1])
+            assert health["group"] == "lineage-proxy.marquez" and health["circuit"] == "closed"
+            assert len(health["assigned"]) == 3 and set(health["lag"].values()) == {0}
+    assert len(marquez.events) == len(datahub.events) == len(events)
