@@ -4,7 +4,7 @@
 ``users/{user}/api/v1/lineage``.
 Egeria answers HTTP 200 even when it failed: the real status is ``relatedHTTPCode`` in the
 JSON body (with ``exceptionErrorMessage``). A ``relatedHTTPCode`` of 400 or more is a
-failure — retriable when it is 5xx (the server side), permanent otherwise.
+failure, retriable or permanent by the same rules as an HTTP status of that value.
 
 Egeria can also read our Kafka topics directly: its OpenLineage Kafka receiver takes one
 raw OpenLineage JSON document per message, which is exactly what the proxy produces.
@@ -43,8 +43,11 @@ class EgeriaTarget(HttpTarget):
         except orjson.JSONDecodeError:
             return ACCEPTED  # a 200 without a JSON body carries no error
         code = document.get("relatedHTTPCode") if isinstance(document, dict) else None
-        if isinstance(code, int) and code >= 400:
-            message = document.get("exceptionErrorMessage") or document.get("exceptionClassName")
-            reason = f"Egeria relatedHTTPCode {code}" + (f": {message}" if message else "")
-            return Verdict(False, code >= 500, reason)
-        return ACCEPTED
+        if not isinstance(code, int) or code < 400:
+            return ACCEPTED
+        # The real status, judged like any HTTP status (an unknown server is 404: a
+        # configuration problem, retried, not a reason to dead-letter every event).
+        related = judge_status(code)
+        message = document.get("exceptionErrorMessage") or document.get("exceptionClassName")
+        reason = f"Egeria relatedHTTPCode {code}" + (f": {message}" if message else "")
+        return Verdict(False, related.retriable, reason)

@@ -122,12 +122,17 @@ async def test_egeria_200_with_related_http_code_is_a_failure():
             egeria.fail_related(1, 503)
             with pytest.raises(HttpDeliveryError) as server_side:
                 await _deliver(dest, run_event())
+            egeria.fail_related(1, 400)
+            with pytest.raises(HttpDeliveryError) as refused:
+                await _deliver(dest, run_event())
         finally:
             await dest.close()
             await bad_dest.close()
     assert egeria.events == [event]
-    assert caught.value.status == 200 and not caught.value.retriable
+    # An unknown server is the daemon's misconfiguration: retried, not dead-lettered.
+    assert caught.value.status == 200 and caught.value.retriable
     assert server_side.value.retriable
+    assert not refused.value.retriable
 
 
 async def test_datahub_bearer_token_and_invalid_event():
