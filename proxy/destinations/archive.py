@@ -122,6 +122,8 @@ class _OpenFile:
     handle: IO[bytes]
     opened_at: float
     size: int = 0
+    # Bytes known to be on disk (fsynced); what a failed commit is cut back to.
+    synced: int = 0
 
 
 @dataclass(slots=True)
@@ -273,6 +275,7 @@ class ArchiveWriter:
         for current in touched:
             current.handle.flush()
             os.fsync(current.handle.fileno())
+            current.synced = current.size
         for partition in [p for p, f in self._open.items() if self._due(f, now)]:
             self._finish(partition)
         while len(self._open) > self.max_open_files:
@@ -316,12 +319,23 @@ class ArchiveWriter:
         return current.final_path
 
     def _abandon_all(self) -> None:
+        """After a failed commit: cut every file back to what was fsynced before it (the
+        failed events were refused, and a torn line must not reach a reader), then finish."""
         for partition in list(self._open):
+            current = self._open[partition]
             try:
+                if current.synced == 0:  # nothing of it ever reached the disk
+                    self._open.pop(partition)
+                    current.path.unlink()
+                    current.handle.close()
+                    continue
+                current.handle.truncate(current.synced)
+                current.size = current.synced
                 self._finish(partition)
             except OSError as exc:
                 log.error("archive: could not finish %s: %s", partition, exc)
                 self._open.pop(partition, None)
+                current.handle.close()
 
     def _finish_all(self) -> list[Path]:
         return [self._finish(partition) for partition in list(self._open)]

@@ -240,3 +240,29 @@ async def test_failed_disk_write_fails_the_waiting_deliveries(tmp_path: Path, mo
     event = run_event()
     await destination.deliver(event, payload(event))  # the writer carries on afterwards
     await destination.close()
+    # The refused event was cut from its file; only the delivered one is readable.
+    assert [line for f in finished_files(tmp_path) for line in lines_of(f)] == [event]
+
+
+async def test_a_failed_commit_is_cut_from_the_file_before_it_is_finished(
+    tmp_path: Path, monkeypatch
+):
+    writer = ArchiveWriter(tmp_path)
+    await writer.start()
+    kept, refused = (at(run_event(), "2026-11-23T10:00:00Z") for _ in range(2))
+    await writer.write(kept, payload(kept))
+    real_fsync = os.fsync
+    failures = [OSError(5, "Input/output error")]
+
+    def fsync_failing_once(fd: int) -> None:
+        if failures:
+            raise failures.pop()
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync_failing_once)
+    with pytest.raises(DeliveryError, match="Input/output error"):
+        await writer.write(refused, payload(refused))
+    monkeypatch.undo()
+    (finished,) = finished_files(tmp_path)  # finished right after the failure
+    assert lines_of(finished) == [kept]
+    await writer.close()
