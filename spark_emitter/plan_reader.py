@@ -185,6 +185,9 @@ def _write_metrics(executed: Any) -> tuple[int | None, int | None, int | None]:
         if kind == "AdaptiveSparkPlanExec":
             node = node.executedPlan()
             continue
+        if kind.endswith("QueryStageExec"):  # Spark 4 wraps AQE's final plan in a stage
+            node = node.plan()
+            continue
         metrics = node.metrics()
         if metrics.contains("numOutputBytes"):
             rows, size, files = (

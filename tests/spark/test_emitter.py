@@ -132,6 +132,8 @@ def test_join_and_aggregate_have_column_lineage(
     } <= dataset_level
     # A new path written without overwrite: no lifecycle change is claimed.
     assert "lifecycleStateChange" not in output["facets"]
+    # Statistics are found under adaptive execution's wrapping too.
+    assert output["outputFacets"]["outputStatistics"]["rowCount"] == 2
 
 
 def test_show_first_and_count_on_cached_data_are_not_jobs_but_writes_from_cache_are(

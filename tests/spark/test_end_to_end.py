@@ -1,0 +1,197 @@
+"""The example pipeline, end to end: PySpark + emitter → proxy → Kafka (Tansu) → consumer
+daemon → Marquez double, and the Spark jobs over the archive the proxy wrote.
+
+The pipeline runs as its own process (its own JVM), exactly as a user runs it, so the
+application's end, the listener-bus drain and the send-queue drain at exit are real.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from pyspark.sql import SparkSession
+
+from proxy.validation import EventValidator
+from spark_emitter.archive_jobs.compact import compact
+from spark_emitter.archive_jobs.graph import build_graph
+from tests.conftest import REPO
+from tests.doubles.marquez_double import MarquezDouble
+from tests.integration.consumers.conftest import consumer_config, running, wait_for
+
+pytestmark = pytest.mark.spark
+
+APP = "sales_etl"
+WRITE = "execute_insert_into_hadoop_fs_relation_command"
+
+
+async def _run_pipeline(url: str, workdir: Path) -> dict[str, Any]:
+    env = {
+        **os.environ,
+        "OPENLINEAGE_URL": url,
+        "OPENLINEAGE_NAMESPACE": "e2e",
+        "PYTHONPATH": str(REPO),
+    }
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "spark_emitter.examples.etl_pipeline",
+        "--workdir",
+        str(workdir),
+        env=env,
+        cwd=REPO,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=240)
+    assert process.returncode == 0, stderr.decode()[-3000:]
+    return orjson.loads(stdout)
+
+
+def _by_run(events: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    runs: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for event in events:
+        runs[event["run"]["runId"]].append(event)
+    return runs
+
+
+def _one_run(events: list[dict[str, Any]], job_name: str) -> list[dict[str, Any]]:
+    runs = [r for r in _by_run(events).values() if r[0]["job"]["name"] == job_name]
+    assert len(runs) == 1, job_name
+    return runs[0]
+
+
+def _edges(output: dict[str, Any], column: str) -> set[tuple[str, str, str]]:
+    return {
+        (Path(f["name"]).name, f["field"], t["subtype"])
+        for f in output["facets"]["columnLineage"]["fields"][column]["inputFields"]
+        for t in f["transformations"]
+    }
+
+
+async def test_example_pipeline_lineage_reaches_marquez_and_the_archive(
+    start_proxy, broker, topic, tmp_path: Path, spark: SparkSession
+) -> None:
+    workdir = tmp_path / "etl"
+    marquez = await MarquezDouble().start()
+    daemon_config = consumer_config({"kind": "marquez", "url": marquez.url}, topic)
+    try:
+        async with (
+            start_proxy(routing={"archive_root": tmp_path / "archive"}) as url,
+            running(broker.bootstrap_servers, daemon_config),
+        ):
+            summary = await _run_pipeline(url, workdir)
+            sent = summary["lineage"]["sent"]
+            assert summary["lineage"]["failed"] == summary["lineage"]["dropped"] == 0
+            await wait_for(lambda: len(marquez.events) >= sent, within=60, what="Marquez")
+    finally:
+        await marquez.stop()
+
+    events = marquez.events
+    assert len(events) == sent
+    validator = EventValidator(strict=False)
+    assert [validator.validate(e) for e in events] == [[]] * len(events)
+
+    app_run = summary["lineage"]["application_run_id"]
+    app_events = _by_run(events)[app_run]
+    assert [e["eventType"] for e in app_events] == ["START", "COMPLETE"]
+    assert app_events[0]["job"] == {
+        "namespace": "e2e",
+        "name": APP,
+        "facets": app_events[0]["job"]["facets"],
+    }
+    # The application's START arrives first and its COMPLETE last: one run key, one
+    # partition, kept in order by the proxy and the consumer.
+    assert events[0] is app_events[0] and events[-1] is app_events[1]
+
+    names = {e["job"]["name"] for e in events}
+    assert names == {
+        APP,
+        f"{APP}.{WRITE}.staging_orders",
+        f"{APP}.{WRITE}.staging_customers",
+        f"{APP}.{WRITE}.marts_daily_revenue",
+        f"{APP}.execute_save_as_v1_table_command.default_customer_rank",
+        f"{APP}.{WRITE}.marts_refunds",
+        f"{APP}.execute_create_data_source_table_as_select_command.default_scratch_orders",
+        f"{APP}.drop_table.default_scratch_orders",
+    }
+    for run_id, run in _by_run(events).items():
+        assert run[0]["eventType"] == "START"
+        assert len(run) == 2 and run[1]["eventType"] in ("COMPLETE", "FAIL")
+        if run_id != app_run:
+            parent = run[1]["run"]["facets"]["parent"]
+            assert parent["run"]["runId"] == app_run
+            assert parent["job"] == {"namespace": "e2e", "name": APP}
+            assert parent["root"]["run"]["runId"] == app_run
+
+    orders = _one_run(events, f"{APP}.{WRITE}.staging_orders")[1]
+    assert sorted(Path(i["name"]).name for i in orders["inputs"]) == [
+        "orders_eu.csv",
+        "orders_us.csv",
+    ]
+    # Union of the two files: each output column comes from both.
+    assert _edges(orders["outputs"][0], "amount") == {
+        ("orders_eu.csv", "amount", "TRANSFORMATION"),
+        ("orders_us.csv", "amount", "TRANSFORMATION"),
+    }
+
+    daily = _one_run(events, f"{APP}.{WRITE}.marts_daily_revenue")[1]
+    assert daily["eventType"] == "COMPLETE"
+    assert sorted(i["name"] for i in daily["inputs"]) == sorted(
+        [summary["outputs"]["customers"], summary["outputs"]["orders"]]
+    )
+    output = daily["outputs"][0]
+    assert output["name"] == summary["outputs"]["daily_revenue"]
+    assert _edges(output, "revenue") == {("orders", "amount", "AGGREGATION")}
+    assert _edges(output, "country") == {("customers", "country", "IDENTITY")}
+    dataset_level = {
+        (Path(f["name"]).name, f["field"], t["subtype"])
+        for f in output["facets"]["columnLineage"]["dataset"]
+        for t in f["transformations"]
+    }
+    assert {
+        ("orders", "customer_id", "JOIN"),
+        ("customers", "customer_id", "JOIN"),
+        ("orders", "status", "FILTER"),
+        ("customers", "country", "GROUP_BY"),
+    } <= dataset_level
+    assert output["outputFacets"]["outputStatistics"]["rowCount"] == 5
+
+    ranked = _one_run(events, f"{APP}.execute_save_as_v1_table_command.default_customer_rank")
+    table = ranked[1]["outputs"][0]
+    assert table["facets"]["symlinks"]["identifiers"][0]["name"] == "default.customer_rank"
+    assert _edges(table, "rank") >= {("orders", "amount", "WINDOW")}
+
+    refunds = _one_run(events, f"{APP}.{WRITE}.marts_refunds")
+    assert [e["eventType"] for e in refunds] == ["START", "FAIL"]
+    assert "negative amount" in refunds[1]["run"]["facets"]["errorMessage"]["message"]
+
+    dropped = _one_run(events, f"{APP}.drop_table.default_scratch_orders")[1]
+    assert dropped["outputs"][0]["facets"]["lifecycleStateChange"]["lifecycleStateChange"] == (
+        "DROP"
+    )
+
+    # The proxy archived the same events (default rules: Kafka and the archive); the
+    # archive jobs read what it wrote.
+    archive = str(tmp_path / "archive" / "events")
+    compacted = compact(spark, archive, str(tmp_path / "compacted"))
+    assert (compacted.read, compacted.added) == (sent, sent)
+    graph = build_graph(spark, archive, str(tmp_path / "graph"))
+    assert graph.counts["runs"] == len(_by_run(events))
+    assert graph.states == {"COMPLETE": len(_by_run(events)) - 1, "FAIL": 1}
+    columns = spark.read.parquet(str(tmp_path / "graph" / "column_edges"))
+    revenue = columns.filter(
+        f"output_name = '{summary['outputs']['daily_revenue']}' AND output_field = 'revenue'"
+    ).collect()
+    assert [(r.input_field, r.transformation_subtype) for r in revenue] == [
+        ("amount", "AGGREGATION")
+    ]
+    runs = spark.read.parquet(str(tmp_path / "graph" / "runs"))
+    children = runs.filter(f"parent_run_id = '{app_run}'").count()
+    assert children == len(_by_run(events)) - 1
