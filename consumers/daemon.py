@@ -330,9 +330,12 @@ class ConsumerDaemon:
                 offsets[partition] = (tracker, point)
         if not offsets:
             return
-        await self.source.commit([TopicPartition(t, p, o) for (t, p), (_, o) in offsets.items()])
-        for tracker, point in offsets.values():
-            tracker.committed = point
+        committed = await self.source.commit(
+            [TopicPartition(t, p, o) for (t, p), (_, o) in offsets.items()]
+        )
+        if committed:
+            for tracker, point in offsets.values():
+                tracker.committed = point
 
     def _watermarks(self, highs: dict[Partition, int]) -> None:
         self._highs.update(highs)

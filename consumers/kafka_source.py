@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
@@ -85,9 +86,11 @@ class KafkaSource:
         self._max_buffered = max_buffered
         self._revoke_timeout = revoke_timeout
         self._poll_batch = poll_batch
-        self._commands: queue.Queue[tuple[list[TopicPartition], asyncio.Future[None]]] = (
-            queue.Queue()
-        )
+        self._commands: queue.Queue[_CommitRequest] = queue.Queue()
+        # Bumped on this thread at every revoke/loss: a commit asked for before a rebalance
+        # must not land after it (it could move back the offset of a partition that is
+        # someone else's by now).
+        self._generation = 0
         self._fetching = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -110,12 +113,13 @@ class KafkaSource:
         """Fetch no more messages (commits and rebalances are still served)."""
         self._fetching.clear()
 
-    async def commit(self, offsets: list[TopicPartition]) -> None:
-        """Commit ``offsets`` (next offset to read per partition) synchronously."""
+    async def commit(self, offsets: list[TopicPartition]) -> bool:
+        """Commit ``offsets`` (next offset to read per partition) synchronously; False if
+        a rebalance came first and the request was dropped (the offsets may not be ours)."""
         assert self._loop is not None
-        done: asyncio.Future[None] = self._loop.create_future()
-        self._commands.put((offsets, done))
-        await done
+        done: asyncio.Future[bool] = self._loop.create_future()
+        self._commands.put(_CommitRequest(offsets, self._generation, done))
+        return await done
 
     async def close(self) -> None:
         """Leave the group (revoking, hence committing, what is assigned) and end the thread."""
@@ -177,24 +181,31 @@ class KafkaSource:
         assert self._loop is not None
         while True:
             try:
-                offsets, done = self._commands.get_nowait()
+                request = self._commands.get_nowait()
             except queue.Empty:
                 return
+            if request.generation != self._generation:
+                self._loop.call_soon_threadsafe(_resolve, request.done, None, False)
+                continue
+            owned = {(tp.topic, tp.partition) for tp in consumer.assignment()}
+            offsets = [tp for tp in request.offsets if (tp.topic, tp.partition) in owned]
             error: BaseException | None = None
             try:
                 _commit(consumer, offsets)
             except KafkaException as exc:
                 error = exc
-            self._loop.call_soon_threadsafe(_resolve, done, error)
+            self._loop.call_soon_threadsafe(_resolve, request.done, error, True)
 
     def _fail_pending_commits(self) -> None:
         assert self._loop is not None
         while True:
             try:
-                _, done = self._commands.get_nowait()
+                request = self._commands.get_nowait()
             except queue.Empty:
                 return
-            self._loop.call_soon_threadsafe(_resolve, done, RuntimeError("consumer closed"))
+            self._loop.call_soon_threadsafe(
+                _resolve, request.done, RuntimeError("consumer closed"), False
+            )
 
     def _report_watermarks(self, consumer: Consumer) -> None:
         assert self._loop is not None
@@ -217,6 +228,7 @@ class KafkaSource:
 
     def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         assert self._loop is not None
+        self._generation += 1
         log.info("revoked %s: finishing in-flight deliveries, committing", _names(partitions))
         handed = asyncio.run_coroutine_threadsafe(
             self._on_revoke([(tp.topic, tp.partition) for tp in partitions]), self._loop
@@ -234,6 +246,7 @@ class KafkaSource:
 
     def _lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         assert self._loop is not None
+        self._generation += 1
         # Lost (e.g. session timed out): another member may own them already; no commit.
         log.warning("lost %s", _names(partitions))
         self._loop.call_soon_threadsafe(
@@ -251,13 +264,20 @@ def _commit(consumer: Consumer, offsets: list[TopicPartition]) -> None:
             raise
 
 
-def _resolve(done: asyncio.Future[None], error: BaseException | None) -> None:
+def _resolve(done: asyncio.Future[Any], error: BaseException | None, result: Any = None) -> None:
     if done.done():
         return
     if error is None:
-        done.set_result(None)
+        done.set_result(result)
     else:
         done.set_exception(error)
+
+
+@dataclass(frozen=True, slots=True)
+class _CommitRequest:
+    offsets: list[TopicPartition]
+    generation: int
+    done: asyncio.Future[bool]
 
 
 def _names(partitions: list[TopicPartition]) -> str:

@@ -3,7 +3,8 @@
 Knobs a test can turn: :meth:`TargetDouble.fail_next` answers the next N requests with a
 given status (and ``Retry-After``), :meth:`down` stops listening (connection refused) and
 :meth:`up` listens again on the same port, :meth:`hold_after` keeps requests waiting
-(unanswered, not stored) once N events are stored, until :meth:`release`. Accepted
+(unanswered, not stored) once N events are stored, until :meth:`release`, and
+``delay_seconds`` makes every answer that much slower (a busy target). Accepted
 events land in ``.events`` in arrival order; every request's status lands in
 ``.answers``. Used directly it is a plain HTTP receiver (any JSON object or array at
 ``path`` → 200), the generic target.
@@ -41,6 +42,7 @@ class TargetDouble:
         self._hold_after: int | None = None
         self._released = asyncio.Event()
         self.held = 0  # requests waiting on the hold right now
+        self.delay_seconds = 0.0
         self._runner: web.AppRunner | None = None
         self._site: web.TCPSite | None = None
 
@@ -113,6 +115,8 @@ class TargetDouble:
                 await self._released.wait()
             finally:
                 self.held -= 1
+        if self.delay_seconds:
+            await asyncio.sleep(self.delay_seconds)
         if self._failures:
             failure = self._failures[0]
             failure.remaining -= 1

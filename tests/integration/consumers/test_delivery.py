@@ -127,3 +127,22 @@ async def test_refused_and_poison_messages_go_to_the_dlq_and_later_events_are_de
         assert record.headers["dlq_source_topic"] == topic.encode()
         partition = int(record.headers["dlq_source_partition"])
         assert 0 <= partition < 3
+
+
+async def test_member_joining_mid_stream_takes_over_without_loss_or_duplicates(broker, topic_with):
+    """Commit on revoke: the first member finishes its in-flight deliveries and commits
+    before its partitions move, so the second starts exactly where it stopped."""
+    topic = topic_with(4)
+    events = sequenced_run_events(runs=12, per_run=100)
+    async with MarquezDouble() as marquez:
+        marquez.delay_seconds = 0.04  # a busy target: the stream outlasts the join
+        config = consumer_config({"kind": "marquez", "url": marquez.url}, topic)
+        async with running(broker.bootstrap_servers, config, "a") as first:
+            await asyncio.to_thread(produce, broker.bootstrap_servers, topic, encoded(events))
+            await wait_for(lambda: len(marquez.events) >= 100, what="a first share")
+            async with running(broker.bootstrap_servers, config, "b") as second:
+                await wait_for(lambda: len(marquez.events) >= len(events), what="all events")
+        by_run = assert_in_order_per_run(marquez.events)
+    assert metric(first, "delivered") > 0 and metric(second, "delivered") > 0
+    assert len(marquez.events) == len(events)  # none lost, none twice
+    assert {job: len(ns) for job, ns in by_run.items()} == {f"job{r}": 100 for r in range(12)}
