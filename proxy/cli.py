@@ -242,7 +242,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(func=_cmd_serve)
 
     consume = commands.add_parser(
-        "consume", help="run consumer daemons (Kafka → Marquez, Egeria, DataHub, HTTP, ...)"
+        "consume",
+        help="run consumer daemons (Kafka → Marquez, Egeria, DataHub, HTTP, ...)",
+        description="Runs until SIGTERM/SIGINT, then finishes in-flight deliveries, commits "
+        "and leaves the group (exit 0). Exit 1 if a daemon failed, 2 on a config error.",
     )
     consume.add_argument("names", nargs="*", metavar="NAME", help="consumer names (config.yaml)")
     consume.add_argument("--all", action="store_true", help="run every configured consumer")
