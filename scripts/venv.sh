@@ -12,3 +12,7 @@ fi
 spec="."
 [ -n "$extras" ] && spec=".[${extras}]"
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e "$spec" >&2
+# CI's second Spark matrix entry pins the older line, e.g. PYSPARK_SPEC='==3.5.*'.
+if [ -n "${PYSPARK_SPEC:-}" ]; then
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check "pyspark${PYSPARK_SPEC}" >&2
+fi

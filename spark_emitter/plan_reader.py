@@ -76,35 +76,60 @@ def _table_names(table: Any, context: CatalogContext) -> tuple[tuple[str, str], 
     return path_dataset(_table_location(table, context)), symlink
 
 
+def _read_relation(kind: str, relation: Any, table: Any, context: CatalogContext) -> ReadFacts:
+    """A relation read by a logical leaf (LogicalRelation) or a physical scan."""
+    if table is not None:
+        dataset, symlink = _table_names(table, context)
+        return ReadFacts(kind, dataset, symlink, str(_option(table.provider()) or "") or None)
+    relation_kind = _simple_name(relation)
+    if relation_kind == "HadoopFsRelation":
+        paths = [str(p.toString()) for p in _seq(relation.location().rootPaths())]
+        source = str(relation.fileFormat().toString()).lower()
+        # One dataset per relation: a multi-path read is named by its first root.
+        return ReadFacts(kind, path_dataset(paths[0]) if paths else None, None, source)
+    if relation_kind == "JDBCRelation":
+        options = relation.jdbcOptions()
+        dataset = jdbc_dataset(str(options.url()), str(options.tableOrQuery()))
+        return ReadFacts(kind, dataset, None, "jdbc")
+    return ReadFacts(kind)
+
+
 def _read_leaf(leaf: Any, context: CatalogContext) -> ReadFacts:
     kind = _simple_name(leaf)
     if kind == "LogicalRelation":
-        relation = leaf.relation()
-        relation_kind = _simple_name(relation)
-        table = _option(leaf.catalogTable())
-        if table is not None:
-            dataset, symlink = _table_names(table, context)
-            source = str(_option(table.provider()) or "") or None
-            return ReadFacts(kind, dataset, symlink, source)
-        if relation_kind == "HadoopFsRelation":
-            paths = [str(p.toString()) for p in _seq(relation.location().rootPaths())]
-            source = str(relation.fileFormat().toString()).lower()
-            # One dataset per relation: a multi-path read is named by its first root.
-            return ReadFacts(kind, path_dataset(paths[0]) if paths else None, None, source)
-        if relation_kind == "JDBCRelation":
-            options = relation.jdbcOptions()
-            dataset = jdbc_dataset(str(options.url()), str(options.tableOrQuery()))
-            return ReadFacts(kind, dataset, None, "jdbc")
-        return ReadFacts(kind)
+        return _read_relation(kind, leaf.relation(), _option(leaf.catalogTable()), context)
     if kind == "HiveTableRelation":
         dataset, symlink = _table_names(leaf.tableMeta(), context)
         return ReadFacts(kind, dataset, symlink, "hive")
     if kind == "InMemoryRelation":
-        # Read from memory; the datasets behind it were read when the cache was filled.
-        inner = _seq(leaf.cacheBuilder().logicalPlan().collectLeaves())
-        behind = [r for plan_leaf in inner if (r := _read_leaf(plan_leaf, context)).dataset]
-        return ReadFacts(kind, cached_from=behind)
+        return ReadFacts(kind, cached_from=_cached_sources(leaf, context))
     return ReadFacts(kind)
+
+
+def _cached_sources(leaf: Any, context: CatalogContext) -> list[ReadFacts]:
+    """The datasets read to fill a cached relation (it is read from memory now).
+
+    Spark 4 keeps the cached query's logical plan; Spark 3.5 only its physical plan, whose
+    file and JDBC scans carry the same relations.
+    """
+    builder = leaf.cacheBuilder()
+    try:
+        leaves = [
+            _read_leaf(inner, context) for inner in _seq(builder.logicalPlan().collectLeaves())
+        ]
+    except Exception:  # Spark 3.5: no logicalPlan on the cache builder
+        leaves = []
+        for scan in _seq(builder.cachedPlan().collectLeaves()):
+            kind = _simple_name(scan)
+            if kind in ("FileSourceScanExec", "RowDataSourceScanExec"):
+                table = _option(scan.tableIdentifier())
+                catalog_table = (
+                    context.session.sessionState().catalog().getTableMetadata(table)
+                    if table is not None
+                    else None
+                )
+                leaves.append(_read_relation(kind, scan.relation(), catalog_table, context))
+    return [r for r in leaves if r.dataset is not None]
 
 
 def _reads(query: Any, context: CatalogContext) -> list[ReadFacts]:

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
+import sys
 import uuid
+import zipfile
 from pathlib import Path
 from typing import Any
 
 import orjson
+import pyspark
 import pytest
 from pyspark.sql import SparkSession
 
@@ -14,6 +19,7 @@ from proxy.cli import main as cli_main
 from proxy.destinations.archive import ArchiveWriter
 from spark_emitter.archive_jobs.compact import compact
 from spark_emitter.archive_jobs.graph import build_graph
+from tests.conftest import REPO
 from tests.sample_events import dataset_event, facet, run_event
 
 pytestmark = pytest.mark.spark
@@ -180,8 +186,6 @@ async def test_graph_builds_runs_edges_and_latest_facets(spark: SparkSession, tm
 def test_cli_runs_both_jobs_and_prints_summaries(
     spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import asyncio
-
     archive = tmp_path / "archive"
     events, _, _ = _pipeline_events()
     asyncio.run(_archive(archive, events))
@@ -198,6 +202,46 @@ def test_cli_runs_both_jobs_and_prints_summaries(
     assert "column edges: 2" in summary
     # The CLI ran in the session that was already active and left it running.
     assert spark.range(1).count() == 1
+
+
+async def test_compact_runs_unchanged_under_spark_submit(spark: SparkSession, tmp_path: Path):
+    """As on a cluster: spark-submit, the package shipped with --py-files, URIs for paths."""
+    archive = tmp_path / "archive"
+    events, _, _ = _pipeline_events()
+    await _archive(archive, events)
+    package = tmp_path / "spark_emitter.zip"
+    with zipfile.ZipFile(package, "w") as bundle:
+        for source in (REPO / "spark_emitter").rglob("*.py"):
+            bundle.write(source, source.relative_to(REPO))
+    spark_home = Path(pyspark.__file__).parent
+    out = (tmp_path / "compacted").as_uri()
+    process = await asyncio.create_subprocess_exec(
+        str(spark_home / "bin" / "spark-submit"),
+        "--master",
+        "local[1]",
+        "--conf",
+        "spark.ui.enabled=false",
+        "--py-files",
+        str(package),
+        str(REPO / "spark_emitter" / "archive_jobs" / "compact.py"),
+        "--archive",
+        archive.as_uri(),
+        "--out",
+        out,
+        cwd=tmp_path,  # not the repository: the code must come from --py-files
+        env={
+            **os.environ,
+            "SPARK_HOME": str(spark_home),
+            "PYSPARK_PYTHON": sys.executable,
+            "PYTHONPATH": "",
+        },
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=180)
+    assert process.returncode == 0, stderr.decode()[-3000:]
+    assert "4 event(s) read, 4 added" in stdout.decode()
+    assert spark.read.parquet(out).count() == 4
 
 
 def test_cli_rejects_a_directory_that_is_not_an_archive(

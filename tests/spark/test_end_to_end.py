@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pyspark
 import pytest
 from pyspark.sql import SparkSession
 
@@ -29,6 +30,12 @@ pytestmark = pytest.mark.spark
 
 APP = "sales_etl"
 WRITE = "execute_insert_into_hadoop_fs_relation_command"
+# saveAsTable is its own command since Spark 4; before, it was a CREATE TABLE AS SELECT.
+SAVE_AS_TABLE = (
+    "execute_save_as_v1_table_command"
+    if int(pyspark.__version__.split(".")[0]) >= 4
+    else "execute_create_data_source_table_as_select_command"
+)
 
 
 async def _run_pipeline(url: str, workdir: Path) -> dict[str, Any]:
@@ -116,7 +123,7 @@ async def test_example_pipeline_lineage_reaches_marquez_and_the_archive(
         f"{APP}.{WRITE}.staging_orders",
         f"{APP}.{WRITE}.staging_customers",
         f"{APP}.{WRITE}.marts_daily_revenue",
-        f"{APP}.execute_save_as_v1_table_command.default_customer_rank",
+        f"{APP}.{SAVE_AS_TABLE}.default_customer_rank",
         f"{APP}.{WRITE}.marts_refunds",
         f"{APP}.execute_create_data_source_table_as_select_command.default_scratch_orders",
         f"{APP}.drop_table.default_scratch_orders",
@@ -163,7 +170,7 @@ async def test_example_pipeline_lineage_reaches_marquez_and_the_archive(
     } <= dataset_level
     assert output["outputFacets"]["outputStatistics"]["rowCount"] == 5
 
-    ranked = _one_run(events, f"{APP}.execute_save_as_v1_table_command.default_customer_rank")
+    ranked = _one_run(events, f"{APP}.{SAVE_AS_TABLE}.default_customer_rank")
     table = ranked[1]["outputs"][0]
     assert table["facets"]["symlinks"]["identifiers"][0]["name"] == "default.customer_rank"
     assert _edges(table, "rank") >= {("orders", "amount", "WINDOW")}
