@@ -19,7 +19,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any
@@ -177,13 +177,16 @@ class KafkaSource:
             log.warning("Kafka consumer: %s", err)
         return True
 
-    def _serve_commits(self, consumer: Consumer) -> None:
-        assert self._loop is not None
+    def _queued_commits(self) -> Iterator[_CommitRequest]:
         while True:
             try:
-                request = self._commands.get_nowait()
+                yield self._commands.get_nowait()
             except queue.Empty:
                 return
+
+    def _serve_commits(self, consumer: Consumer) -> None:
+        assert self._loop is not None
+        for request in self._queued_commits():
             if request.generation != self._generation:
                 self._loop.call_soon_threadsafe(_resolve, request.done, None, False)
                 continue
@@ -198,14 +201,9 @@ class KafkaSource:
 
     def _fail_pending_commits(self) -> None:
         assert self._loop is not None
-        while True:
-            try:
-                request = self._commands.get_nowait()
-            except queue.Empty:
-                return
-            self._loop.call_soon_threadsafe(
-                _resolve, request.done, RuntimeError("consumer closed"), False
-            )
+        closed = RuntimeError("consumer closed")
+        for request in self._queued_commits():
+            self._loop.call_soon_threadsafe(_resolve, request.done, closed, False)
 
     def _report_watermarks(self, consumer: Consumer) -> None:
         assert self._loop is not None

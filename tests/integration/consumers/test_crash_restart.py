@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import socket
 import subprocess
 import sys
 from collections import Counter
@@ -29,6 +28,7 @@ from tests.integration.consumers.conftest import (
     FAST_RETRY,
     TEST_GROUP,
     encoded,
+    free_port,
     produce,
     sequenced_run_events,
     wait_for,
@@ -39,14 +39,8 @@ pytestmark = pytest.mark.integration
 EVENTS, KILL_AFTER = 60, 20
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _write_config(path: Path, bootstrap: str, topic: str, url: str, dedupe: bool) -> int:
-    port = _free_port()
+    port = free_port()
     consumer = {
         "target": {"kind": "marquez", "url": url, "retry": FAST_RETRY},
         "topics": [topic],

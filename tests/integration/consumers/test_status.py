@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 
 import aiohttp
 import pytest
@@ -19,18 +18,13 @@ from tests.integration.consumers.conftest import (
     FAST_RETRY,
     TEST_GROUP,
     encoded,
+    free_port,
     produce,
     sequenced_run_events,
     wait_for,
 )
 
 pytestmark = pytest.mark.integration
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def _get(session: aiohttp.ClientSession, url: str) -> tuple[int, str]:
@@ -60,7 +54,7 @@ async def _metrics_when_lag_is(session: aiohttp.ClientSession, base: str, lag: i
 async def test_two_daemons_in_one_process_with_status_endpoints(broker, topic_with):
     topic = topic_with(3)
     events = sequenced_run_events(runs=4, per_run=5)
-    port = _free_port()
+    port = free_port()
     async with MarquezDouble() as marquez, DataHubDouble(token="t") as datahub:
         common = {"topics": [topic], "group": TEST_GROUP, "circuit_breaker": FAST_BREAKER}
         config = ProxyConfig.model_validate(
