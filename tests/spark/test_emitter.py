@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +14,8 @@ from pyspark.sql import functions as F
 
 from proxy.validation import EventValidator
 from spark_emitter import LineageEmitter
+from spark_emitter.events import normalize_name
+from tests.conftest import REPO
 from tests.spark.conftest import LineageReceiver, settle
 
 pytestmark = pytest.mark.spark
@@ -180,3 +185,66 @@ def test_failing_write_is_reported_as_fail_with_the_error(
     assert "amount too large" in error["message"]
     assert "amount too large" in error["stackTrace"]
     assert "outputStatistics" not in events[1]["outputs"][0].get("outputFacets", {})
+
+
+def test_a_failing_callback_never_reaches_the_job(
+    spark: SparkSession,
+    emitter: LineageEmitter,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broken(*args: Any) -> None:
+        raise RuntimeError("plan reader bug")
+
+    monkeypatch.setattr("spark_emitter.listener.read_execution", broken)
+    before = emitter.callback_failures
+    orders, _ = _write_inputs(tmp_path)
+    out = tmp_path / "still_written"
+    spark.read.option("header", True).csv(str(orders)).write.parquet(str(out))
+    settle(emitter)
+    assert spark.read.parquet(str(out)).count() == 3
+    # Every execution of the job (the CSV header read too) failed to be described.
+    assert emitter.callback_failures > before
+
+
+EXIT_WITHOUT_STOP = """
+import sys
+from pyspark.sql import SparkSession
+from spark_emitter import enable_lineage
+
+spark = SparkSession.builder.master("local[1]").appName("No Stop").getOrCreate()
+enable_lineage(spark, url=sys.argv[1], namespace="exit-test")
+spark.range(5).write.parquet(sys.argv[2])
+# no spark.stop(): the interpreter just exits
+"""
+
+
+def test_application_complete_is_sent_when_the_script_exits_without_stopping_spark(
+    tmp_path: Path,
+) -> None:
+    receiver = LineageReceiver()
+    try:
+        script = tmp_path / "no_stop.py"
+        script.write_text(EXIT_WITHOUT_STOP)
+        out = tmp_path / "numbers"
+        completed = subprocess.run(
+            [sys.executable, str(script), receiver.url, str(out)],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            check=False,
+        )
+        assert completed.returncode == 0, completed.stderr[-3000:]
+        events = receiver.events
+    finally:
+        receiver.close()
+    write = "no_stop.execute_insert_into_hadoop_fs_relation_command." + normalize_name(
+        f"{tmp_path.name}_numbers"
+    )
+    assert [(e["job"]["name"], e["eventType"]) for e in events] == [
+        ("no_stop", "START"),
+        (write, "START"),
+        (write, "COMPLETE"),
+        ("no_stop", "COMPLETE"),
+    ]
