@@ -98,3 +98,15 @@ def settle(emitter: LineageEmitter) -> None:
     """Wait until Spark's listener bus has delivered everything and it was sent."""
     # The receiver records an event before it answers, so once sent it is there.
     assert emitter.flush(timeout=30), "events were not delivered in time"
+
+
+def column_edges(output: dict[str, Any], column: str | None) -> set[tuple[str, str, str]]:
+    """(input file name, field, TYPE/SUBTYPE) of an output's column lineage: of ``column``,
+    or of the dataset-level inputs when ``column`` is None."""
+    facet = output["facets"]["columnLineage"]
+    inputs = facet["dataset"] if column is None else facet["fields"][column]["inputFields"]
+    return {
+        (Path(f["name"]).name, f["field"], f"{t['type']}/{t['subtype']}")
+        for f in inputs
+        for t in f["transformations"]
+    }

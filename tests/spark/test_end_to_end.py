@@ -25,6 +25,7 @@ from spark_emitter.archive_jobs.graph import build_graph
 from tests.conftest import REPO
 from tests.doubles.marquez_double import MarquezDouble
 from tests.integration.consumers.conftest import consumer_config, running, wait_for
+from tests.spark.conftest import column_edges
 
 pytestmark = pytest.mark.spark
 
@@ -72,14 +73,6 @@ def _one_run(events: list[dict[str, Any]], job_name: str) -> list[dict[str, Any]
     runs = [r for r in _by_run(events).values() if r[0]["job"]["name"] == job_name]
     assert len(runs) == 1, job_name
     return runs[0]
-
-
-def _edges(output: dict[str, Any], column: str) -> set[tuple[str, str, str]]:
-    return {
-        (Path(f["name"]).name, f["field"], t["subtype"])
-        for f in output["facets"]["columnLineage"]["fields"][column]["inputFields"]
-        for t in f["transformations"]
-    }
 
 
 async def test_example_pipeline_lineage_reaches_marquez_and_the_archive(
@@ -143,9 +136,9 @@ async def test_example_pipeline_lineage_reaches_marquez_and_the_archive(
         "orders_us.csv",
     ]
     # Union of the two files: each output column comes from both.
-    assert _edges(orders["outputs"][0], "amount") == {
-        ("orders_eu.csv", "amount", "TRANSFORMATION"),
-        ("orders_us.csv", "amount", "TRANSFORMATION"),
+    assert column_edges(orders["outputs"][0], "amount") == {
+        ("orders_eu.csv", "amount", "DIRECT/TRANSFORMATION"),
+        ("orders_us.csv", "amount", "DIRECT/TRANSFORMATION"),
     }
 
     daily = _one_run(events, f"{APP}.{WRITE}.marts_daily_revenue")[1]
@@ -155,25 +148,20 @@ async def test_example_pipeline_lineage_reaches_marquez_and_the_archive(
     )
     output = daily["outputs"][0]
     assert output["name"] == summary["outputs"]["daily_revenue"]
-    assert _edges(output, "revenue") == {("orders", "amount", "AGGREGATION")}
-    assert _edges(output, "country") == {("customers", "country", "IDENTITY")}
-    dataset_level = {
-        (Path(f["name"]).name, f["field"], t["subtype"])
-        for f in output["facets"]["columnLineage"]["dataset"]
-        for t in f["transformations"]
-    }
+    assert column_edges(output, "revenue") == {("orders", "amount", "DIRECT/AGGREGATION")}
+    assert column_edges(output, "country") == {("customers", "country", "DIRECT/IDENTITY")}
     assert {
-        ("orders", "customer_id", "JOIN"),
-        ("customers", "customer_id", "JOIN"),
-        ("orders", "status", "FILTER"),
-        ("customers", "country", "GROUP_BY"),
-    } <= dataset_level
+        ("orders", "customer_id", "INDIRECT/JOIN"),
+        ("customers", "customer_id", "INDIRECT/JOIN"),
+        ("orders", "status", "INDIRECT/FILTER"),
+        ("customers", "country", "INDIRECT/GROUP_BY"),
+    } <= column_edges(output, None)
     assert output["outputFacets"]["outputStatistics"]["rowCount"] == 5
 
     ranked = _one_run(events, f"{APP}.{SAVE_AS_TABLE}.default_customer_rank")
     table = ranked[1]["outputs"][0]
     assert table["facets"]["symlinks"]["identifiers"][0]["name"] == "default.customer_rank"
-    assert _edges(table, "rank") >= {("orders", "amount", "WINDOW")}
+    assert column_edges(table, "rank") >= {("orders", "amount", "INDIRECT/WINDOW")}
 
     refunds = _one_run(events, f"{APP}.{WRITE}.marts_refunds")
     assert [e["eventType"] for e in refunds] == ["START", "FAIL"]
