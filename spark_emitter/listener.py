@@ -7,6 +7,12 @@ At an execution's end the event carries the ``QueryExecution``; the listener rea
 facts out of it (:mod:`.plan_reader`), builds events (:mod:`.events`) and hands them to
 the sender (:mod:`.delivery`) — it never does network I/O on the bus thread.
 
+Why a SparkListener and not a ``QueryExecutionListener``: both get the same
+``QueryExecution`` at the same moment (Spark's QueryExecutionListener bus is itself fed by
+``SparkListenerSQLExecutionEnd``), but only the listener events carry the execution id,
+its root execution id (to fold a command's nested executions into one job) and its start
+time, and only a SparkListener sees the application end — so one listener does it all.
+
 Every callback is guarded: a failure to describe an execution is logged and dropped; it
 never reaches Spark.
 """
