@@ -125,7 +125,7 @@ class RoutingConfig(Section):
     # The rules file (routing_rules/ docs); None: the built-in routing_rules/default.yaml.
     rules: Path | None = None
     # Archive destinations with a relative directory are placed under this one.
-    archive_root: Path = Path("archive")
+    archive_root: Path = Path("var/archive")
     # How often the rules file's mtime is checked for hot reload; 0 turns watching off
     # (SIGHUP still reloads).
     reload_interval_seconds: Annotated[float, Field(ge=0)] = 2.0

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from proxy.openlineage import EventKind, event_key, event_kind
+from proxy.openlineage.keys import qualified_name
 from proxy.openlineage.paths import FieldPath
 
 __all__ = ["KEY_STRATEGIES", "KeyFunction", "key_function"]
@@ -24,26 +25,18 @@ KeyFunction = Callable[[dict[str, Any]], str | None]
 KEY_STRATEGIES = ("run", "job", "dataset", "none")
 
 
-def _name_of(holder: Any) -> str | None:
-    if isinstance(holder, dict):
-        namespace, name = holder.get("namespace"), holder.get("name")
-        if isinstance(namespace, str) and isinstance(name, str):
-            return f"{namespace}/{name}"
-    return None
-
-
 def _job_key(event: dict[str, Any]) -> str | None:
-    ref = _name_of(event.get("job"))
+    ref = qualified_name(event.get("job"))
     return f"job:{ref}" if ref else None
 
 
 def _dataset_key(event: dict[str, Any]) -> str | None:
     if event_kind(event) is EventKind.DATASET:
-        ref = _name_of(event.get("dataset"))
+        ref = qualified_name(event.get("dataset"))
         return f"dataset:{ref}" if ref else None
     for side in ("outputs", "inputs"):
         datasets = event.get(side)
-        if isinstance(datasets, list) and datasets and (ref := _name_of(datasets[0])):
+        if isinstance(datasets, list) and datasets and (ref := qualified_name(datasets[0])):
             return f"dataset:{ref}"
     return None
 

@@ -11,12 +11,13 @@ from typing import Any
 
 from proxy.openlineage.kinds import EventKind, event_kind
 
-__all__ = ["event_key"]
+__all__ = ["event_key", "qualified_name"]
 
 
-def _job_ref(job: Any) -> str | None:
-    if isinstance(job, dict):
-        namespace, name = job.get("namespace"), job.get("name")
+def qualified_name(holder: Any) -> str | None:
+    """``{namespace}/{name}`` of a job or dataset object; None when either is missing."""
+    if isinstance(holder, dict):
+        namespace, name = holder.get("namespace"), holder.get("name")
         if isinstance(namespace, str) and isinstance(name, str):
             return f"{namespace}/{name}"
     return None
@@ -28,11 +29,11 @@ def _run_key_job(event: dict[str, Any]) -> str | None:
     parent = facets.get("parent") if isinstance(facets, dict) else None
     if isinstance(parent, dict):
         root = parent.get("root")
-        if isinstance(root, dict) and (ref := _job_ref(root.get("job"))):
+        if isinstance(root, dict) and (ref := qualified_name(root.get("job"))):
             return ref
-        if ref := _job_ref(parent.get("job")):
+        if ref := qualified_name(parent.get("job")):
             return ref
-    return _job_ref(event.get("job"))
+    return qualified_name(event.get("job"))
 
 
 def event_key(event: dict[str, Any]) -> str | None:
@@ -42,9 +43,9 @@ def event_key(event: dict[str, Any]) -> str | None:
         ref = _run_key_job(event)
         return f"run:{ref}" if ref else None
     if kind is EventKind.JOB:
-        ref = _job_ref(event.get("job"))
+        ref = qualified_name(event.get("job"))
         return f"job:{ref}" if ref else None
     if kind is EventKind.DATASET:
-        ref = _job_ref(event.get("dataset"))
+        ref = qualified_name(event.get("dataset"))
         return f"dataset:{ref}" if ref else None
     return None
