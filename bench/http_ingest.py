@@ -175,6 +175,10 @@ def main() -> int:
             "LINEAGE_PROXY__KAFKA__BOOTSTRAP_SERVERS": bootstrap,
             "LINEAGE_PROXY__KAFKA__TOPIC": "bench.proxy",
             "LINEAGE_PROXY__LOGGING__LEVEL": "WARNING",
+            # The proxy alone: consumer daemons run as their own processes in production
+            # (bench/consumer_throughput.py measures them), and the archive goes to scratch.
+            "LINEAGE_PROXY__SERVER__RUN_CONSUMERS": "[]",
+            "LINEAGE_PROXY__ROUTING__ARCHIVE_ROOT": str(work / "archive"),
         }
         proxy = [python, "-m", "proxy", "serve", "--config", str(REPO / "config.yaml")]
         lineage = "/api/v1/lineage"
