@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,7 +35,7 @@ import requests
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from proxy.embedded_broker import EmbeddedBroker  # noqa: E402
+from proxy.embedded_broker import EmbeddedBroker, free_port  # noqa: E402
 from tests.sample_events import rich_run_event  # noqa: E402
 
 WRK_SCRIPT = """
@@ -57,12 +56,6 @@ end
 
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_http(url: str, process: subprocess.Popen[bytes], timeout: float = 60) -> None:

@@ -17,7 +17,7 @@ import time
 from importlib.resources import files
 from pathlib import Path
 
-__all__ = ["EmbeddedBroker", "tansu_binary"]
+__all__ = ["EmbeddedBroker", "free_port", "tansu_binary"]
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,8 @@ def tansu_binary() -> Path:
     return path
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A loopback port nothing listens on right now (for the broker, servers and tests)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -42,7 +43,7 @@ class EmbeddedBroker:
     """A Tansu process bound to 127.0.0.1; use as a context manager or start()/stop()."""
 
     def __init__(self, port: int | None = None) -> None:
-        self.port = port or _free_port()
+        self.port = port or free_port()
         self._process: subprocess.Popen[bytes] | None = None
 
     @property

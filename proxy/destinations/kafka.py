@@ -94,15 +94,10 @@ class KafkaProducer:
         self._producer: Producer | None = None
         self._poller: threading.Thread | None = None
         self._stopping = threading.Event()
-        self._in_flight = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         # Delivery reports collected during one poll(), handed to the loop in one wake-up:
         # one call_soon_threadsafe per message would wake the loop thousands of times/s.
         self._reports: deque[tuple[asyncio.Future[Message], KafkaError | None, Message]] = deque()
-
-    @property
-    def in_flight(self) -> int:
-        return self._in_flight
 
     def start(self) -> None:
         self._producer = Producer(self.settings, logger=logging.getLogger("librdkafka"))
@@ -162,11 +157,7 @@ class KafkaProducer:
                         KafkaError(KafkaError._QUEUE_FULL, "local producer queue full")
                     ) from None
                 await asyncio.sleep(0.005)
-        self._in_flight += 1
-        try:
-            return await done
-        finally:
-            self._in_flight -= 1
+        return await done
 
     def cluster_reachable(self, timeout: float) -> bool:
         """Blocking metadata request; call from a thread."""

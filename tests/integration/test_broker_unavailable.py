@@ -2,29 +2,22 @@
 
 from __future__ import annotations
 
-import socket
-
 import orjson
 import pytest
 from aiohttp import ClientSession
 from aiohttp.test_utils import TestServer
 
 from proxy.app import create_app, server_options
+from proxy.embedded_broker import free_port
 from tests.conftest import proxy_config
 from tests.sample_events import run_event
 
 pytestmark = pytest.mark.integration
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 async def test_broker_down_returns_503_with_retry_after_and_unready():
     config = proxy_config(
-        f"127.0.0.1:{_closed_port()}",
+        f"127.0.0.1:{free_port()}",
         "unreachable",
         kafka={"create_topics": False, "producer": {"delivery.timeout.ms": 1000}},
         server={"retry_after_seconds": 7},

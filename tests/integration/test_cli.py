@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,17 +14,12 @@ import pytest
 import requests
 
 from proxy.destinations.archive import finished_files
+from proxy.embedded_broker import free_port
 from tests.conftest import ARCHIVE_ROOT, REPO
 from tests.kafka_reader import read_topic
 from tests.sample_events import rich_run_event, run_event
 
 pytestmark = pytest.mark.integration
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _cli(*args: str, env: dict[str, str] | None = None, **kw) -> subprocess.CompletedProcess:
@@ -56,7 +50,7 @@ def _wait_until_ready(url: str, process: subprocess.Popen, timeout: float = 30) 
 def serve_process(broker_address: str, **settings: str) -> tuple[subprocess.Popen, str]:
     """``lineage-proxy serve --config config.yaml`` on a free port, with ``settings`` as
     ``LINEAGE_PROXY__*`` overrides (``kafka__topic="x"``); returns the process and its URL."""
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "LINEAGE_PROXY__SERVER__PORT": str(port),
@@ -92,7 +86,7 @@ def test_serve_with_env_overrides_delivers_then_drains_on_sigterm(broker, topic)
 
 def test_serve_embedded_starts_its_own_broker_and_the_default_consumer(tmp_path: Path):
     """The quick start: proxy + embedded broker + default rules + the archive consumer."""
-    port = _free_port()
+    port = free_port()
     consumed = tmp_path / "consumed"
     env = {
         **os.environ,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -22,12 +21,6 @@ from tests.sample_events import facet, run_event
 TEST_GROUP = {"session_timeout_ms": 3000, "heartbeat_interval_ms": 300}
 FAST_RETRY = {"max_attempts": 3, "initial_backoff_seconds": 0.01, "max_backoff_seconds": 0.05}
 FAST_BREAKER = {"threshold": 3, "open_seconds": 0.05, "max_open_seconds": 0.2}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:

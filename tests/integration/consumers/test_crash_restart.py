@@ -22,13 +22,13 @@ import pytest
 import yaml
 from confluent_kafka import Consumer, TopicPartition
 
+from proxy.embedded_broker import free_port
 from tests.conftest import REPO
 from tests.doubles.marquez_double import MarquezDouble
 from tests.integration.consumers.conftest import (
     FAST_RETRY,
     TEST_GROUP,
     encoded,
-    free_port,
     produce,
     sequenced_run_events,
     wait_for,

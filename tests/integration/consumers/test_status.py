@@ -11,6 +11,7 @@ import pytest
 
 from consumers.run import running_daemons
 from proxy.config import ProxyConfig
+from proxy.embedded_broker import free_port
 from tests.doubles.datahub_double import DataHubDouble
 from tests.doubles.marquez_double import MarquezDouble
 from tests.integration.consumers.conftest import (
@@ -18,7 +19,6 @@ from tests.integration.consumers.conftest import (
     FAST_RETRY,
     TEST_GROUP,
     encoded,
-    free_port,
     produce,
     sequenced_run_events,
     wait_for,
