@@ -71,3 +71,16 @@ def start_proxy(broker: EmbeddedBroker, topic: str) -> ProxyFactory:
             await server.close()
 
     return start
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Print every fault test's figures (tests/faults/figures.py) at the end of the run."""
+    from tests.faults.figures import RECORDED
+
+    if not RECORDED:
+        return
+    import json
+
+    terminalreporter.section("fault figures")
+    for record in RECORDED:
+        terminalreporter.write_line(json.dumps(record, default=str))

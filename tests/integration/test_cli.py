@@ -15,8 +15,9 @@ import requests
 
 from proxy.destinations.archive import finished_files
 from proxy.embedded_broker import free_port
-from tests.conftest import ARCHIVE_ROOT, REPO
+from tests.conftest import REPO
 from tests.kafka_reader import read_topic
+from tests.processes import serve_process, wait_until_ready
 from tests.sample_events import rich_run_event, run_event
 
 pytestmark = pytest.mark.integration
@@ -34,50 +35,15 @@ def _cli(*args: str, env: dict[str, str] | None = None, **kw) -> subprocess.Comp
     )
 
 
-def _wait_until_ready(url: str, process: subprocess.Popen, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert process.poll() is None, process.stderr.read() if process.stderr else ""
-        try:
-            if requests.get(f"{url}/readyz", timeout=1).status_code == 200:
-                return
-        except requests.ConnectionError:
-            pass
-        time.sleep(0.1)
-    raise TimeoutError(f"proxy at {url} not ready")
-
-
-def serve_process(broker_address: str, **settings: str) -> tuple[subprocess.Popen, str]:
-    """``lineage-proxy serve --config config.yaml`` on a free port, with ``settings`` as
-    ``LINEAGE_PROXY__*`` overrides (``kafka__topic="x"``); returns the process and its URL."""
-    port = free_port()
-    env = {
-        **os.environ,
-        "LINEAGE_PROXY__SERVER__PORT": str(port),
-        "LINEAGE_PROXY__KAFKA__BOOTSTRAP_SERVERS": broker_address,
-        "LINEAGE_PROXY__ROUTING__ARCHIVE_ROOT": str(ARCHIVE_ROOT),
-        "LINEAGE_PROXY__CONSUMERS__ARCHIVE__TARGET__DIRECTORY": str(ARCHIVE_ROOT / "consumed"),
-        **{f"LINEAGE_PROXY__{key.upper()}": value for key, value in settings.items()},
-    }
-    process = subprocess.Popen(
-        [sys.executable, "-m", "proxy", "serve", "--config", "config.yaml"],
-        cwd=REPO,
-        env=env,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    return process, f"http://127.0.0.1:{port}"
-
-
 def test_serve_with_env_overrides_delivers_then_drains_on_sigterm(broker, topic):
     process, url = serve_process(broker.bootstrap_servers, kafka__topic=topic)
     try:
-        _wait_until_ready(url, process)
+        wait_until_ready(url, process)
         resp = requests.post(f"{url}/api/v1/lineage", json=rich_run_event(), timeout=10)
         assert resp.status_code == 200
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 0
-        assert "draining" in (process.stderr.read() if process.stderr else "")
+        assert "draining" in process.log()
     finally:
         if process.poll() is None:
             process.kill()
@@ -103,7 +69,7 @@ def test_serve_embedded_starts_its_own_broker_and_the_default_consumer(tmp_path:
     event = run_event()
     try:
         url = f"http://127.0.0.1:{port}"
-        _wait_until_ready(url, process)
+        wait_until_ready(url, process)
         assert requests.post(f"{url}/api/v1/lineage", json=event, timeout=10).ok
         deadline = time.monotonic() + 30
         while not list(consumed.glob("dt=*/namespace=team-a/*")):

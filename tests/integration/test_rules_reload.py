@@ -17,8 +17,8 @@ import pytest
 import requests
 from aiohttp import ClientSession
 
-from tests.integration.test_cli import _wait_until_ready, serve_process
 from tests.kafka_reader import read_topic
+from tests.processes import serve_process, wait_until_ready
 from tests.sample_events import run_event
 
 pytestmark = pytest.mark.integration
@@ -130,7 +130,7 @@ def test_sighup_reloads_the_rules_of_a_running_server(broker, tmp_path: Path):
         routing__reload_interval_seconds="0",  # only SIGHUP reloads
     )
     try:
-        _wait_until_ready(url, process)
+        wait_until_ready(url, process)
         before, after = run_event(), run_event()
         assert requests.post(f"{url}/api/v1/lineage", json=before, timeout=10).ok
         replace_file(rules, rules_to(second))
@@ -154,6 +154,6 @@ def test_a_broken_rules_file_stops_serve_at_start_with_file_line_and_reason(brok
     replace_file(rules, "version: 1\ndestinations: {}\nrules:\n  - {drop: true, to: [x]}\n")
     process, _ = serve_process(broker.bootstrap_servers, routing__rules=str(rules))
     assert process.wait(timeout=60) == 2
-    stderr = process.stderr.read() if process.stderr else ""
+    stderr = process.log()
     assert f"{rules}:4: rules.0: Value error, drop: true cannot be combined" in stderr
     assert f"{rules}:1: default: Field required" in stderr

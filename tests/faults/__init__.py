@@ -1,0 +1,1 @@
+"""Shared tools for fault tests: load from many clients, what landed, printed figures."""

@@ -1,0 +1,72 @@
+"""``lineage-proxy serve`` as a real process, as users run it, for signal and crash tests.
+
+stderr goes to a file, never a pipe: a proxy that logs under load would block on a full
+pipe nobody reads, and a test would blame the proxy for a hang it caused itself."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import requests
+
+from proxy.embedded_broker import free_port
+from tests.conftest import ARCHIVE_ROOT, REPO
+
+__all__ = ["ServeProcess", "serve_process", "wait_until_ready"]
+
+
+class ServeProcess(subprocess.Popen):
+    """A ``Popen`` whose stderr is kept in a file; :meth:`log` reads it so far."""
+
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def wait_until_ready(url: str, process: ServeProcess, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert process.poll() is None, process.log()
+        try:
+            if requests.get(f"{url}/readyz", timeout=1).status_code == 200:
+                return
+        except requests.ConnectionError:
+            pass
+        time.sleep(0.1)
+    raise TimeoutError(f"proxy at {url} not ready")
+
+
+def serve_process(
+    broker_address: str, *args: str, port: int | None = None, **settings: str
+) -> tuple[ServeProcess, str]:
+    """``lineage-proxy serve --config config.yaml`` on a free port (or ``port``), with
+    ``settings`` as ``LINEAGE_PROXY__*`` overrides (``kafka__topic="x"``) and extra CLI
+    ``args``; returns the process and its URL."""
+    port = port or free_port()
+    env = {
+        **os.environ,
+        "LINEAGE_PROXY__SERVER__PORT": str(port),
+        "LINEAGE_PROXY__KAFKA__BOOTSTRAP_SERVERS": broker_address,
+        "LINEAGE_PROXY__ROUTING__ARCHIVE_ROOT": str(ARCHIVE_ROOT),
+        "LINEAGE_PROXY__CONSUMERS__ARCHIVE__TARGET__DIRECTORY": str(ARCHIVE_ROOT / "consumed"),
+        **{f"LINEAGE_PROXY__{key.upper()}": value for key, value in settings.items()},
+    }
+    fd, log_name = tempfile.mkstemp(prefix="lineage-proxy-serve-", suffix=".log")
+    try:
+        process = ServeProcess(
+            [sys.executable, "-m", "proxy", "serve", "--config", "config.yaml", *args],
+            cwd=REPO,
+            env=env,
+            stderr=fd,
+            text=True,
+        )
+    finally:
+        os.close(fd)
+    process.log_path = Path(log_name)
+    return process, f"http://127.0.0.1:{port}"
