@@ -9,6 +9,7 @@ import orjson
 import pytest
 from aiohttp import ClientSession
 
+from tests.faults.load import archive_run_ids, landed_before_a_marker
 from tests.kafka_reader import read_topic
 from tests.sample_events import dataset_event, job_event, rich_run_event, run_event
 
@@ -80,11 +81,14 @@ async def test_invalid_event_gets_400_naming_the_field_and_nothing_lands(
     del event["eventTime"]
     async with start_proxy() as url:
         status, body, _ = await post(f"{url}/api/v1/lineage", event)
+        landed = await landed_before_a_marker(
+            url, broker.bootstrap_servers, topic, namespace="team-a", name="etl.daily"
+        )
     assert status == 400
     pointers = {d["pointer"] for d in body["details"]}
     assert {"/run/runId", "/eventTime"} <= pointers
     assert all(d["message"] for d in body["details"])
-    assert read_topic(broker.bootstrap_servers, topic, expect=0, settle=1.0) == []
+    assert landed == []
 
 
 async def test_malformed_json_is_400_and_mentions_an_odd_content_type(start_proxy):
@@ -153,10 +157,20 @@ async def test_empty_batch_succeeds_with_zero_counts(start_proxy):
     assert status == 200 and body["summary"]["received"] == 0
 
 
-async def test_batch_over_the_event_limit_is_413(start_proxy):
-    async with start_proxy(server={"max_batch_events": 2}) as url:
-        status, _, _ = await post(f"{url}/api/v1/lineage/batch", [run_event()] * 3)
+async def test_batch_over_the_event_limit_is_413_and_nothing_lands(
+    start_proxy, broker, topic, tmp_path
+):
+    batch = [run_event() for _ in range(3)]
+    routing = {"archive_root": tmp_path}
+    async with start_proxy(server={"max_batch_events": 2}, routing=routing) as url:
+        status, _, _ = await post(f"{url}/api/v1/lineage/batch", batch)
+        landed = await landed_before_a_marker(
+            url, broker.bootstrap_servers, topic, namespace="team-a", name="etl.daily"
+        )
     assert status == 413
+    assert landed == []
+    [marker] = archive_run_ids(tmp_path)
+    assert marker not in {e["run"]["runId"] for e in batch}
 
 
 async def test_gzip_body_is_inflated_and_stored(start_proxy, broker, topic):
@@ -172,12 +186,21 @@ async def test_gzip_body_is_inflated_and_stored(start_proxy, broker, topic):
     assert orjson.loads(record.value) == event
 
 
-async def test_body_over_the_size_limit_is_413(start_proxy):
+async def test_body_over_the_size_limit_is_413_and_nothing_lands(
+    start_proxy, broker, topic, tmp_path
+):
     event = run_event()
     event["job"]["facets"]["big"] = {"_producer": "p", "_schemaURL": "s", "x": "a" * 5000}
-    async with start_proxy(server={"max_body_bytes": 4096}) as url:
+    routing = {"archive_root": tmp_path}
+    async with start_proxy(server={"max_body_bytes": 4096}, routing=routing) as url:
         status, body, _ = await post(f"{url}/api/v1/lineage", event)
+        landed = await landed_before_a_marker(
+            url, broker.bootstrap_servers, topic, namespace="team-a", name="etl.daily"
+        )
     assert status == 413 and "limit" in body["error"]
+    assert landed == []
+    [marker] = archive_run_ids(tmp_path)
+    assert marker != event["run"]["runId"]
 
 
 async def test_gzip_bomb_is_refused_with_413_without_inflating_it_all(start_proxy):
