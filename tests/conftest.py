@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import uuid
@@ -18,7 +19,11 @@ from proxy.config import ProxyConfig, load_config
 from proxy.embedded_broker import EmbeddedBroker
 
 REPO = Path(__file__).resolve().parents[1]
-SPEC_DIR = REPO.parent / "shared" / "openlineage-spec"
+# The official OpenLineage spec (JSON Schemas and examples), the oracle of the validator
+# tests: next to the repository, or wherever OPENLINEAGE_SPEC_DIR says.
+SPEC_DIR = Path(
+    os.environ.get("OPENLINEAGE_SPEC_DIR") or REPO.parent / "shared" / "openlineage-spec"
+)
 # Where proxies started by tests archive events unless a test names its own directory.
 ARCHIVE_ROOT = Path(tempfile.mkdtemp(prefix="lineage-proxy-test-archive-"))
 
