@@ -61,7 +61,7 @@ _TOO_MANY = _canned(
 )
 
 
-def connection_limit(configured: int) -> int:
+def _connection_limit(configured: int) -> int:
     """``configured``, lowered to what the open-file limit leaves for client sockets."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
@@ -91,7 +91,7 @@ class ConnectionGuard:
 
     def apply_fd_limit(self) -> None:
         """Lower the cap to what the process's open-file limit allows (at start)."""
-        self.max_connections = connection_limit(self.max_connections)
+        self.max_connections = _connection_limit(self.max_connections)
 
     def protocol_factory(self, server: web.Server) -> Callable[[], asyncio.Protocol]:
         return lambda: _Connection(self, server)
