@@ -36,7 +36,7 @@ FUZZ = settings(
     deadline=None,
     derandomize=True,
     database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    suppress_health_check=[HealthCheck.too_slow],
 )
 # Per request: far above a normal answer, far below "hung".
 REQUEST_SECONDS = 10.0
