@@ -24,10 +24,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import orjson
-
 from proxy.auth import Principal
 from proxy.destinations import DeliveryError, Destination
+from proxy.exact_json import dumps
 from proxy.metrics import ProxyMetrics
 from proxy.openlineage import event_kind, subject_name
 from proxy.router import Route, Router
@@ -168,7 +167,7 @@ class EventPipeline:
     async def _deliver_route(self, route: Route) -> None:
         if not route.destinations:
             return
-        payload = orjson.dumps(route.event)
+        payload = dumps(route.event)
         durable = [d for d in route.destinations if d.durable]
         for destination in route.destinations:
             if not destination.durable:
