@@ -1,9 +1,10 @@
-"""One event's way through the proxy: validate → authorize → route → deliver.
+"""One event's way through the proxy: validate (repair) → authorize → route → deliver.
 
 Kept apart from HTTP so that the single and the batch endpoint share it, and so that it
 reads like the flow in DESIGN.md §1. :meth:`EventPipeline.check` is pure CPU and never
-raises; :meth:`EventPipeline.deliver` returns only when every durable destination has the
-event.
+raises; an event that fails validation only at places a named repair can fix is
+repaired, validated again and accepted as a ``RepairedEvent`` copy.
+:meth:`EventPipeline.deliver` returns only when every durable destination has the event.
 
 This is the one place that decides what a multi-destination delivery means: durable
 destinations (kafka, archive, http with ``required: true``) are awaited together and any
@@ -30,10 +31,12 @@ from proxy.auth import Principal
 from proxy.destinations import DeliveryError, Destination
 from proxy.metrics import ProxyMetrics
 from proxy.openlineage import event_kind, subject_name
+from proxy.openlineage.repaired import Repair, RepairedEvent
 from proxy.router import Route, Router
 from proxy.validation import EventValidator
+from proxy.validation.repairs import EventRepairer
 
-__all__ = ["BestEffortQueue", "EventPipeline", "Rejection"]
+__all__ = ["Accepted", "BestEffortQueue", "EventPipeline", "Rejection"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +50,17 @@ class Rejection:
     error: str
     details: list[dict[str, str]] = field(default_factory=list)
     retriable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    """An event that may be delivered: as it came, or a repaired copy."""
+
+    event: dict[str, Any]
+
+    @property
+    def repairs(self) -> tuple[Repair, ...]:
+        return self.event.repairs if isinstance(self.event, RepairedEvent) else ()
 
 
 class BestEffortQueue:
@@ -102,8 +116,10 @@ class EventPipeline:
         router: Router,
         metrics: ProxyMetrics,
         best_effort: BestEffortQueue,
+        repairer: EventRepairer,
     ) -> None:
         self.validator = validator
+        self.repairer = repairer
         self.router = router
         self.metrics = metrics
         self.best_effort = best_effort
@@ -113,19 +129,25 @@ class EventPipeline:
         self._accepted = functools.cache(metrics.accepted.labels)
         self._latency = functools.cache(metrics.delivery_seconds.labels)
 
-    def check(self, event: Any, principal: Principal) -> Rejection | None:
-        """Validate and authorize; None when the event may be delivered.
+    def check(self, event: Any, principal: Principal) -> Accepted | Rejection:
+        """Validate (repairing if allowed) and authorize.
 
-        Rejections are counted where they become a response, once per event.
+        Rejections are counted where they become a response, once per event. A refused
+        repair reports the original event's issues: they are what the spec objects to.
         """
         issues = self.validator.validate(event)
         if issues:
-            return Rejection(
-                400,
-                "invalid",
-                "event does not follow the OpenLineage spec",
-                [{"pointer": i.pointer, "message": i.message} for i in issues],
-            )
+            repaired = self.repairer.repair(event, issues)
+            if repaired is None or self.validator.validate(repaired):
+                return Rejection(
+                    400,
+                    "invalid",
+                    "event does not follow the OpenLineage spec",
+                    [{"pointer": i.pointer, "message": i.message} for i in issues],
+                )
+            for repair in repaired.repairs:
+                self.metrics.repaired.labels(repair.name).inc()
+            event = repaired
         subject = subject_name(event)
         if subject is not None and not principal.may_post_for(subject[0]):
             pointer = "/dataset/namespace" if "job" not in event else "/job/namespace"
@@ -135,7 +157,7 @@ class EventPipeline:
                 f"token {principal.name!r} may not post events for namespace {subject[0]!r}",
                 [{"pointer": pointer, "message": "namespace outside the token's scope"}],
             )
-        return None
+        return Accepted(event)
 
     async def deliver(self, event: dict[str, Any]) -> None:
         """Route and deliver; raise :class:`DeliveryError` if a durable destination failed."""
