@@ -22,7 +22,6 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -31,6 +30,7 @@ from proxy.auth import Principal
 from proxy.destinations import DeliveryError, Destination
 from proxy.metrics import ProxyMetrics
 from proxy.openlineage import event_kind, subject_name
+from proxy.openlineage.rejected import rejected_envelope
 from proxy.openlineage.repaired import Repair, RepairedEvent
 from proxy.router import Route, Router
 from proxy.validation import EventValidator
@@ -169,18 +169,15 @@ class EventPipeline:
         """Send an event that failed validation, with its reasons, to the ``rejected``
         route if the rules name one. The client's 4xx does not depend on it: failures
         are logged and counted, never raised."""
-        envelope = {
-            "eventTime": datetime.now(UTC)
-            .isoformat(timespec="milliseconds")
-            .replace("+00:00", "Z"),
-            "rejection": {
+        envelope = rejected_envelope(
+            event,
+            {
                 "status": rejection.status,
                 "reason": rejection.reason,
                 "error": rejection.error,
                 "details": rejection.details,
             },
-            "event": event,
-        }
+        )
         route = self.router.route_rejected(envelope)
         try:
             await self._deliver_route(route)

@@ -39,6 +39,11 @@ async def test_broker_down_returns_503_with_retry_after_and_unready():
 
             ready = await session.get(str(server.make_url("/readyz")))
             assert ready.status == 503
-            assert (await ready.json())["destinations"] == {"kafka": False, "archive": True}
+            assert (await ready.json())["destinations"] == {
+                "kafka": False,
+                "archive": True,
+                "rejected": False,
+                "rejected_archive": True,
+            }
     finally:
         await server.close()

@@ -21,7 +21,7 @@ def test_check_accepts_a_good_file(capsys):
 
 def test_check_defaults_to_the_rules_named_by_the_config(capsys):
     assert main(["rules", "check", "--config", str(REPO / "config.yaml")]) == 0
-    assert "routing_rules/default.yaml: ok (0 rules, 2 destinations)" in capsys.readouterr().out
+    assert "routing_rules/default.yaml: ok (0 rules, 4 destinations)" in capsys.readouterr().out
 
 
 def test_check_reports_file_line_and_reason_and_exits_1(tmp_path: Path, capsys):
