@@ -112,8 +112,12 @@ class TokenConfig(Section):
     # The secret itself, or the name of an environment variable holding it.
     token: SecretStr | None = None
     token_env: str | None = None
-    # Job namespaces this token may post for, as globs; ["*"] allows all.
+    # Job namespaces this token may post RunEvents and JobEvents for, as globs; ["*"]
+    # allows all.
     namespaces: list[str] = Field(default_factory=lambda: ["*"])
+    # Dataset namespaces this token may post DatasetEvents for, as globs; None: the same
+    # globs as `namespaces`.
+    dataset_namespaces: list[str] | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> TokenConfig:
@@ -122,6 +126,12 @@ class TokenConfig(Section):
 
     def secret(self) -> str:
         return secret_value(self.token, self.token_env)
+
+    def dataset_scope(self) -> tuple[str, ...]:
+        """Globs for DatasetEvents' namespaces."""
+        return tuple(
+            self.namespaces if self.dataset_namespaces is None else self.dataset_namespaces
+        )
 
 
 class AuthConfig(Section):

@@ -29,7 +29,7 @@ import orjson
 from proxy.auth import Principal
 from proxy.destinations import DeliveryError, Destination
 from proxy.metrics import ProxyMetrics
-from proxy.openlineage import event_kind, subject_name
+from proxy.openlineage import EventKind, event_kind, subject_name
 from proxy.openlineage.rejected import rejected_envelope
 from proxy.openlineage.repaired import Repair, RepairedEvent
 from proxy.router import Route, Router
@@ -149,13 +149,20 @@ class EventPipeline:
                 self.metrics.repaired.labels(repair.name).inc()
             event = repaired
         subject = subject_name(event)
-        if subject is not None and not principal.may_post_for(subject[0]):
-            pointer = "/dataset/namespace" if "job" not in event else "/job/namespace"
+        dataset_event = event_kind(event) is EventKind.DATASET
+        if subject is not None and not principal.may_post_for(
+            subject[0], dataset_event=dataset_event
+        ):
+            pointer, scope = (
+                ("/dataset/namespace", "dataset_namespaces")
+                if dataset_event
+                else ("/job/namespace", "namespaces")
+            )
             return Rejection(
                 403,
                 "forbidden",
                 f"token {principal.name!r} may not post events for namespace {subject[0]!r}",
-                [{"pointer": pointer, "message": "namespace outside the token's scope"}],
+                [{"pointer": pointer, "message": f"namespace outside the token's {scope}"}],
             )
         return Accepted(event)
 
