@@ -122,6 +122,7 @@ def _cmd_rules_check(args: argparse.Namespace) -> int:
 
 def _cmd_rules_test(args: argparse.Namespace) -> int:
     from proxy.validation import EventValidator
+    from proxy.validation.repairs import EventRepairer
     from routing_rules.dry_run import DryRun
     from routing_rules.loader import load_rules_file
 
@@ -134,7 +135,8 @@ def _cmd_rules_test(args: argparse.Namespace) -> int:
     validator = EventValidator(
         strict=config.validation.is_strict, extra_schema_dir=config.validation.extra_schema_dir
     )
-    dry_run = DryRun(rules, validator, source=str(args.file))
+    repairer = EventRepairer(config.validation.enabled_repairs())
+    dry_run = DryRun(rules, validator, repairer, source=str(args.file))
     status = EXIT_OK
     for name in args.events:
         try:

@@ -34,7 +34,7 @@ from proxy.openlineage.rejected import rejected_envelope
 from proxy.openlineage.repaired import Repair, RepairedEvent
 from proxy.router import Route, Router
 from proxy.validation import EventValidator
-from proxy.validation.repairs import EventRepairer
+from proxy.validation.repairs import EventRepairer, validate_or_repair
 
 __all__ = ["Accepted", "BestEffortQueue", "EventPipeline", "Rejection"]
 
@@ -132,22 +132,19 @@ class EventPipeline:
     def check(self, event: Any, principal: Principal) -> Accepted | Rejection:
         """Validate (repairing if allowed) and authorize.
 
-        Rejections are counted where they become a response, once per event. A refused
-        repair reports the original event's issues: they are what the spec objects to.
+        Rejections are counted where they become a response, once per event.
         """
-        issues = self.validator.validate(event)
+        event, issues = validate_or_repair(self.validator, self.repairer, event)
         if issues:
-            repaired = self.repairer.repair(event, issues)
-            if repaired is None or self.validator.validate(repaired):
-                return Rejection(
-                    400,
-                    "invalid",
-                    "event does not follow the OpenLineage spec",
-                    [{"pointer": i.pointer, "message": i.message} for i in issues],
-                )
-            for repair in repaired.repairs:
+            return Rejection(
+                400,
+                "invalid",
+                "event does not follow the OpenLineage spec",
+                [{"pointer": i.pointer, "message": i.message} for i in issues],
+            )
+        if isinstance(event, RepairedEvent):
+            for repair in event.repairs:
                 self.metrics.repaired.labels(repair.name).inc()
-            event = repaired
         subject = subject_name(event)
         dataset_event = event_kind(event) is EventKind.DATASET
         if subject is not None and not principal.may_post_for(

@@ -33,8 +33,9 @@ import orjson
 from proxy.openlineage.repaired import Repair, RepairedEvent
 from proxy.validation.formats import DATE_TIME_MESSAGE, URI_MESSAGE, is_uri
 from proxy.validation.issues import ValidationIssue
+from proxy.validation.validator import EventValidator
 
-__all__ = ["REPAIR_NAMES", "EventRepairer", "RepairName"]
+__all__ = ["REPAIR_NAMES", "EventRepairer", "RepairName", "validate_or_repair"]
 
 RepairName = Literal["naive_date_time", "date_only_nominal_time", "schemeless_datasource_uri"]
 REPAIR_NAMES: tuple[RepairName, ...] = get_args(RepairName)
@@ -148,3 +149,18 @@ class EventRepairer:
             else:
                 return None
         return RepairedEvent(copy, tuple(repairs))
+
+
+def validate_or_repair(
+    validator: EventValidator, repairer: EventRepairer, event: Any
+) -> tuple[Any, list[ValidationIssue]]:
+    """``(event, [])`` when valid, ``(repaired copy, [])`` when repaired and then valid,
+    else ``(event, issues)`` — the original's issues, since they are what the spec
+    objects to. What the proxy and ``rules test`` both do with an event."""
+    issues = validator.validate(event)
+    if not issues:
+        return event, issues
+    repaired = repairer.repair(event, issues)
+    if repaired is None or validator.validate(repaired):
+        return event, issues
+    return repaired, []
