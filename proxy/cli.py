@@ -146,6 +146,8 @@ def _cmd_rules_test(args: argparse.Namespace) -> int:
             status = EXIT_INVALID
             continue
         for outcome in dry_run.outcomes(name, document):
+            if outcome.invalid:
+                status = EXIT_INVALID
             if args.json:
                 print(orjson.dumps(outcome.as_json()).decode())
             else:

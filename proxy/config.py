@@ -66,6 +66,18 @@ class ServerConfig(Section):
     retry_after_seconds: Annotated[int, Field(ge=1)] = 5
     # Consumer daemons (names under `consumers:`) that `serve` runs in the same process.
     run_consumers: list[str] = Field(default_factory=list)
+    # Misbehaving clients (slowloris, idle floods) must not hold the proxy's connections:
+    # a request's header must be complete this long after its first byte (or after the
+    # connection opened) ...
+    header_timeout_seconds: Annotated[float, Field(gt=0)] = 10.0
+    # ... its body this long after the header ...
+    body_timeout_seconds: Annotated[float, Field(gt=0)] = 60.0
+    # ... and an idle keep-alive connection is closed after this long. Keep it above the
+    # idle timeout of any load balancer in front (60 s on common ones).
+    keepalive_timeout_seconds: Annotated[float, Field(gt=0)] = 75.0
+    # Open connections at most; beyond it a new connection gets 503 and is closed.
+    # Lowered at start to what the process's open-file limit allows.
+    max_connections: Annotated[int, Field(gt=0)] = 10_000
 
 
 class KafkaConfig(Section):

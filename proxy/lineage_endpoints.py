@@ -48,9 +48,11 @@ async def _read_json(request: web.Request) -> tuple[Any, Principal]:
 
 
 def _delivery_failure(error: DeliveryError) -> Rejection:
+    # Short and stable for the client; the cause (paths, broker errors) is in our log.
+    name = error.destination
     if error.retriable:
-        return Rejection(503, "unavailable", f"not stored, retry later: {error}", retriable=True)
-    return Rejection(422, "undeliverable", f"a destination refused the event: {error}")
+        return Rejection(503, "unavailable", f"{name} unavailable, retry later", retriable=True)
+    return Rejection(422, "undeliverable", f"{name} refused the event")
 
 
 async def post_event(request: web.Request) -> web.Response:

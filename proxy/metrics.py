@@ -62,5 +62,23 @@ class ProxyMetrics:
             registry=self.registry,
         )
 
+        self.client_errors = Counter(
+            "lineage_proxy_client_errors",
+            "Requests a client broke at the HTTP level (left mid-body, too slow, bad framing),"
+            " by kind; never counted as the proxy's errors.",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.open_connections = Gauge(
+            "lineage_proxy_open_connections",
+            "Client connections open now.",
+            registry=self.registry,
+        )
+        self.connections_refused = Counter(
+            "lineage_proxy_connections_refused",
+            "Connections answered 503 and closed because server.max_connections were open.",
+            registry=self.registry,
+        )
+
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -24,10 +24,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from proxy.auth import Principal
 from proxy.destinations import DeliveryError, Destination
+from proxy.exact_json import dumps
 from proxy.metrics import ProxyMetrics
 from proxy.openlineage import EventKind, event_kind, subject_name
 from proxy.openlineage.rejected import rejected_envelope
@@ -191,7 +190,7 @@ class EventPipeline:
     async def _deliver_route(self, route: Route) -> None:
         if not route.destinations:
             return
-        payload = orjson.dumps(route.event)
+        payload = dumps(route.event)
         durable = [d for d in route.destinations if d.durable]
         for destination in route.destinations:
             if not destination.durable:

@@ -45,7 +45,9 @@ def test_dry_run_shows_rules_transforms_destinations_and_the_event_as_sent(tmp_p
     single = tmp_path / "running.json"
     single.write_bytes(orjson.dumps(running))
     rules = EXAMPLES / "redact-sql.yaml"
-    assert main(["rules", "test", str(rules), str(events), str(single), "--json"]) == 0
+    # An invalid event in the input makes the dry run exit 1, as documented, yet every
+    # event is still shown.
+    assert main(["rules", "test", str(rules), str(events), str(single), "--json"]) == 1
     first, second, third = (orjson.loads(line) for line in capsys.readouterr().out.splitlines())
     assert first["event_label"] == f"{events}[0]"
     assert first["matched"] == ["redact-sql"]
@@ -59,13 +61,23 @@ def test_dry_run_shows_rules_transforms_destinations_and_the_event_as_sent(tmp_p
     assert second["valid"] is False and second["problems"][0]["pointer"] == "/producer"
     assert third["matched"] == [] and third["event"] == running
 
-    assert main(["rules", "test", str(rules), str(events)]) == 0
+    assert main(["rules", "test", str(rules), str(events)]) == 1
     text = capsys.readouterr().out
     assert "matched: redact-sql" in text
     assert "transform [redact-sql] redact job.facets.sql.query: 1 changed" in text
     assert "destinations (default route): kafka (kafka)" in text
     assert f'"query": "{REDACTED}"' in text
     assert "invalid, the client gets 400:" in text and "/producer:" in text
+
+
+def test_dry_run_of_valid_events_only_exits_0(tmp_path: Path, capsys):
+    events = tmp_path / "events.json"
+    events.write_bytes(orjson.dumps([rich_run_event(), run_event(event_type="RUNNING")]))
+    assert main(["rules", "test", str(EXAMPLES / "redact-sql.yaml"), str(events), "--json"]) == 0
+    assert [orjson.loads(line)["valid"] for line in capsys.readouterr().out.splitlines()] == [
+        True,
+        True,
+    ]
 
 
 def test_dry_run_shows_drops_and_throttling(tmp_path: Path, capsys):
