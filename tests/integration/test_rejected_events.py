@@ -6,12 +6,11 @@ import uuid
 
 import orjson
 import pytest
-from confluent_kafka import Producer
 
 from consumers.replay import ReplayFilter, replay
 from proxy.config import ProxyConfig
 from tests.integration.test_lineage_endpoint import post
-from tests.kafka_reader import Record, read_topic
+from tests.kafka_reader import Record, read_all_produced_so_far, read_topic
 from tests.sample_events import rich_run_event
 
 pytestmark = pytest.mark.integration
@@ -20,15 +19,8 @@ REJECTED_TOPIC = "openlineage.events.rejected"  # routing_rules/default.yaml
 
 
 def _records_about(bootstrap: str, run_id: str) -> list[Record]:
-    """Records of the shared rejected topic that carry ``run_id`` somewhere.
-
-    A marker goes to every partition first: the test broker shows a partition's last
-    batch only after the next produce."""
-    producer = Producer({"bootstrap.servers": bootstrap})
-    for partition in range(3):
-        producer.produce(REJECTED_TOPIC, b"marker", partition=partition)
-    assert producer.flush(10) == 0
-    records = read_topic(bootstrap, REJECTED_TOPIC, expect=1, settle=2.0)
+    """Records of the shared rejected topic produced so far that carry ``run_id``."""
+    records = read_all_produced_so_far(bootstrap, REJECTED_TOPIC)
     return [r for r in records if run_id.encode() in r.value]
 
 

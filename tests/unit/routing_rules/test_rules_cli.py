@@ -131,5 +131,5 @@ def test_dry_run_repairs_like_the_proxy_and_strict_config_refuses(tmp_path: Path
 
     strict = tmp_path / "strict.yaml"
     strict.write_text("validation:\n  mode: strict\n")
-    assert main(["rules", "test", rules, str(events), "--config", str(strict)]) == 0
+    assert main(["rules", "test", rules, str(events), "--config", str(strict)]) == 1
     assert "invalid, the client gets 400:" in capsys.readouterr().out
