@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-from collections import defaultdict
 
 import orjson
 import pytest
 
 from tests.doubles.marquez_double import MarquezDouble
 from tests.integration.consumers.conftest import (
+    assert_in_order_per_run,
     consumer_config,
     encoded,
     metric,
     produce,
     running,
-    seq,
     sequenced_run_events,
     wait_for,
 )
@@ -24,17 +23,7 @@ from tests.sample_events import run_event
 
 pytestmark = pytest.mark.integration
 
-WHY = ("poison", "refused", "retries")
-
-
-def assert_in_order_per_run(received):
-    by_run = defaultdict(list)
-    for event in received:
-        job, n = seq(event)
-        by_run[job].append(n)
-    for job, numbers in by_run.items():
-        assert numbers == sorted(numbers), f"{job} out of order: {numbers}"
-    return by_run
+WHY = ("poison", "refused")
 
 
 async def test_two_daemons_in_one_group_deliver_every_event_in_order_per_run(broker, topic_with):

@@ -1,5 +1,6 @@
 """Several daemons in one process (as `consume --all` runs them), each with /metrics and
-/healthz showing delivered counts, lag per partition and the circuit state."""
+/healthz showing delivered counts, lag per partition and the circuit state; /healthz is
+503, saying why, while the circuit is open or Kafka is unreachable."""
 
 from __future__ import annotations
 
@@ -88,14 +89,50 @@ async def test_two_daemons_in_one_process_with_status_endpoints(broker, topic_wi
             await wait_for(lambda: len(datahub.events) == len(events), what="datahub events")
             # Marquez is down: its daemon holds the events back and says so.
             await _metrics_when_lag_is(session, base, len(events))
-            status, health = await _get(session, base + "/healthz")
-            assert status == 200 and json.loads(health)["circuit"] in ("open", "half-open")
+            status, body = await _get(session, base + "/healthz")
+            health = json.loads(body)
+            assert status == 503 and health["circuit"] in ("open", "half-open")
+            [problem] = health["problems"]
+            assert problem.startswith("circuit") and "connection" in problem.lower()
             await marquez.up()
             await wait_for(lambda: len(marquez.events) == len(events), what="marquez events")
             metrics = await _metrics_when_lag_is(session, base, 0)
             delivered = 'lineage_consumer_delivered_total{consumer="marquez"}'
             assert f"{delivered} {len(events)}.0" in metrics
-            health = json.loads((await _get(session, base + "/healthz"))[1])
+            status, body = await _get(session, base + "/healthz")
+            health = json.loads(body)
+            assert status == 200 and health["status"] == "ok" and health["problems"] == []
             assert health["group"] == "lineage-proxy.marquez" and health["circuit"] == "closed"
             assert len(health["assigned"]) == 3 and set(health["lag"].values()) == {0}
     assert len(marquez.events) == len(datahub.events) == len(events)
+
+
+async def test_healthz_is_503_while_kafka_is_unreachable_and_nothing_is_assigned(topic):
+    port = free_port()
+    dead = f"127.0.0.1:{free_port()}"  # nothing listens there
+    config = ProxyConfig.model_validate(
+        {
+            "kafka": {"bootstrap_servers": dead, "topic": topic},
+            "consumers": {
+                "marquez": {
+                    "group": TEST_GROUP,
+                    "target": {"kind": "marquez", "url": "http://127.0.0.1:9"},
+                    "status_port": port,
+                }
+            },
+        }
+    )
+    session_timeout = TEST_GROUP["session_timeout_ms"] / 1000
+    async with running_daemons(config, ["marquez"], dead), aiohttp.ClientSession() as session:
+        url = f"http://127.0.0.1:{port}/healthz"
+        async with asyncio.timeout(session_timeout + 20):
+            while True:
+                status, body = await _get(session, url)
+                problems = json.loads(body)["problems"]
+                if len(problems) == 2:
+                    break
+                await asyncio.sleep(0.2)
+    assert status == 503
+    unreachable, unassigned = problems
+    assert unreachable.startswith("Kafka unreachable") and "brokers are down" in unreachable
+    assert unassigned.startswith("no partitions assigned")
