@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from proxy.destinations.archive import ArchiveDestinationConfig
 from proxy.destinations.http import DataHubTarget, EgeriaTarget, GenericHttpTarget, MarquezTarget
@@ -114,16 +114,18 @@ class ConsumerConfig(_Strict):
     status_host: str = "127.0.0.1"
     status_port: Annotated[int, Field(ge=0, le=65535)] | None = None
 
-    @model_validator(mode="after")
-    def _retries_never_give_up(self) -> ConsumerConfig:
-        # A consumer retries a retriable failure until the target is back: the DLQ is for
-        # events the target refuses. A max_attempts here would silently mean nothing.
-        if "max_attempts" in self.target.retry.model_fields_set:
+    @field_validator("target")
+    @classmethod
+    def _retry_until_delivered(cls, target: ConsumerTarget) -> ConsumerTarget:
+        """A consumer retries a retriable failure until the target is back (the DLQ is for
+        events the target refuses): its ``max_attempts`` is null, never a number."""
+        retry = target.retry
+        if retry.max_attempts is not None and "max_attempts" in retry.model_fields_set:
             raise ValueError(
-                "target.retry.max_attempts: a consumer never gives up on a retriable failure "
+                "retry.max_attempts: a consumer never gives up on a retriable failure "
                 "(it waits for the target; only refused events are dead-lettered); remove it"
             )
-        return self
+        return target.model_copy(update={"retry": retry.until_delivered()})
 
     def with_paths_under(self, base: Path) -> ConsumerConfig:
         """Relative file paths (dedupe journal, archive directory) resolved against the

@@ -79,9 +79,8 @@ def build_destination(
     breaker: CircuitBreaker,
     on_retry: OnRetry,
 ) -> RetryingDestination:
-    """``target``'s destination, retried until delivered: a retriable failure never comes
+    """``target``'s destination with its retry policy, which in a consumer's config never
+    gives up (:class:`~consumers.config.ConsumerConfig`): a retriable failure never comes
     out of it, only a permanent one (the target refused the event)."""
     inner = DESTINATION_BUILDERS[target.kind](name, target, source_bootstrap)
-    return RetryingDestination(
-        inner, target.retry.until_delivered(), breaker=breaker, on_retry=on_retry
-    )
+    return RetryingDestination(inner, target.retry, breaker=breaker, on_retry=on_retry)

@@ -97,7 +97,11 @@ def test_a_consumer_rejects_max_attempts_because_it_never_gives_up(tmp_path):
     assert "max_attempts" in str(caught.value) and "never gives up" in str(caught.value)
 
 
-def test_default_probe_interval_and_backoff_are_capped_low(tmp_path):
-    marquez = load_config(_write(tmp_path, GOOD), environ={}).consumers["to-marquez"]
+def test_consumer_retry_defaults_never_give_up_and_are_capped_low(tmp_path):
+    config = load_config(_write(tmp_path, GOOD), environ={})
+    marquez = config.consumers["to-marquez"]
+    assert marquez.target.retry.max_attempts is None  # until delivered
     assert marquez.circuit_breaker.max_open_seconds <= 5
     assert marquez.target.retry.max_backoff_seconds <= 5
+    # A dumped config loads again (as tests and tools round-trip it).
+    assert type(config).model_validate(config.model_dump()) == config
