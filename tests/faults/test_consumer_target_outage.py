@@ -25,14 +25,15 @@ from consumers.config import BreakerConfig, ConsumerConfig
 from proxy.embedded_broker import free_port
 from tests.doubles.marquez_double import MarquezDouble
 from tests.faults.figures import report
-from tests.faults.load import kafka_run_ids
 from tests.integration.consumers.conftest import (
     TEST_GROUP,
     assert_in_order_per_run,
     committed_offsets,
     consume_process,
     create_topic,
+    dead_letter_count,
     encoded,
+    metric,
     metric_of,
     produce,
     running,
@@ -72,13 +73,6 @@ async def _produce_into_outage(
     return back_at
 
 
-async def _dead_letters(bootstrap: str, topic: str) -> int:
-    """Messages in ``topic``'s DLQ, read up to a marker (the test broker shows a
-    partition's last batch only after the next produce)."""
-    found = await asyncio.to_thread(kafka_run_ids, bootstrap, f"{topic}.dlq", expect=0)
-    return sum(found.values())
-
-
 async def test_target_503_for_5_seconds_dead_letters_nothing_and_recovers_within_seconds(
     broker, topic
 ):
@@ -99,14 +93,7 @@ async def test_target_503_for_5_seconds_dead_letters_nothing_and_recovers_within
             back_at = await _produce_into_outage(marquez, bootstrap, topic, events)
 
             def dead_lettered() -> float:
-                samples = daemon.metrics.registry.collect()
-                return sum(
-                    s.value
-                    for metric in samples
-                    if metric.name == "lineage_consumer_dead_lettered"
-                    for s in metric.samples
-                    if s.name.endswith("_total")
-                )
+                return sum(metric(daemon, "dead_lettered", why=w) for w in ("poison", "refused"))
 
             await wait_for(
                 lambda: len(_stored(marquez)) + dead_lettered() >= len(events),
@@ -121,7 +108,7 @@ async def test_target_503_for_5_seconds_dead_letters_nothing_and_recovers_within
         stored=len(stored),
         lost=len(events) - len(stored),
         duplicates=sum(n - 1 for n in stored.values()),
-        dead_lettered=await _dead_letters(bootstrap, topic),
+        dead_lettered=await asyncio.to_thread(dead_letter_count, bootstrap, topic),
         seconds_to_recover=None if recovered is None else round(recovered - back_at, 2),
         answered_503=marquez.answers.count(503),
     )
@@ -235,7 +222,7 @@ async def test_outage_then_sigkill_mid_stream_commits_only_delivered_and_loses_n
         stored=len(stored),
         lost=len(events) - len(stored),
         duplicates=sum(n - 1 for n in stored.values()),
-        dead_lettered=await _dead_letters(bootstrap, topic),
+        dead_lettered=await asyncio.to_thread(dead_letter_count, bootstrap, topic),
         seconds_to_recover=None if recovered is None else round(recovered - back_at, 2),
         stored_at_kill=len(stored_at_kill),
         committed_at_kill=committed,

@@ -24,6 +24,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from consumers.config import ConsumerConfig
 from consumers.daemon import ConsumerDaemon
 from tests.conftest import REPO
+from tests.faults.load import kafka_run_ids
 from tests.processes import ServeProcess
 from tests.sample_events import facet, run_event
 
@@ -181,3 +182,9 @@ def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -
         return [tp.offset for tp in consumer.committed(asked, timeout=10)]
     finally:
         consumer.close()
+
+
+def dead_letter_count(bootstrap: str, topic: str) -> int:
+    """Messages in ``topic``'s dead-letter topic, read up to a marker (the test broker
+    shows a partition's last batch only after the next produce)."""
+    return sum(kafka_run_ids(bootstrap, f"{topic}.dlq", expect=0).values())
