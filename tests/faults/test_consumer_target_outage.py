@@ -30,11 +30,11 @@ from tests.integration.consumers.conftest import (
     assert_in_order_per_run,
     committed_offsets,
     consume_process,
+    consume_until,
     create_topic,
     dead_letter_count,
     encoded,
     metric,
-    metric_of,
     produce,
     running,
     seq,
@@ -73,6 +73,22 @@ async def _produce_into_outage(
     return back_at
 
 
+async def _figures(
+    marquez: MarquezDouble, events: list, bootstrap: str, topic: str, back_at: float
+) -> dict[str, Any]:
+    """sent, stored, lost, duplicates, dead_lettered, seconds_to_recover."""
+    stored = _stored(marquez)
+    recovered = marquez.first_success_after(back_at)
+    return {
+        "sent": len(events),
+        "stored": len(stored),
+        "lost": len(events) - len(stored),
+        "duplicates": sum(n - 1 for n in stored.values()),
+        "dead_lettered": await asyncio.to_thread(dead_letter_count, bootstrap, topic),
+        "seconds_to_recover": None if recovered is None else round(recovered - back_at, 2),
+    }
+
+
 async def test_target_503_for_5_seconds_dead_letters_nothing_and_recovers_within_seconds(
     broker, topic
 ):
@@ -100,16 +116,9 @@ async def test_target_503_for_5_seconds_dead_letters_nothing_and_recovers_within
                 within=90,
                 what="every event stored or dead-lettered",
             )
-    stored = _stored(marquez)
-    recovered = marquez.first_success_after(back_at)
     figures = report(
         "consumer: target 503 (circuit opens), 5 s more",
-        sent=len(events),
-        stored=len(stored),
-        lost=len(events) - len(stored),
-        duplicates=sum(n - 1 for n in stored.values()),
-        dead_lettered=await asyncio.to_thread(dead_letter_count, bootstrap, topic),
-        seconds_to_recover=None if recovered is None else round(recovered - back_at, 2),
+        **await _figures(marquez, events, bootstrap, topic, back_at),
         answered_503=marquez.answers.count(503),
     )
     assert figures["answered_503"] > 0  # the outage was seen
@@ -200,30 +209,14 @@ async def test_outage_then_sigkill_mid_stream_commits_only_delivered_and_loses_n
         behind = {key for key, offset in offset_of.items() if offset < committed}
         assert behind <= stored_at_kill, f"committed {committed} past undelivered events"
 
-        second = consume_process(config, "m")
-        try:
-            await wait_for(
-                lambda: len(_stored(marquez)) == len(events) or second.poll() is not None,
-                within=60,
-                what="every event after the restart",
-            )
-            skipped = await metric_of(port, "duplicates_skipped")
-        finally:
-            second.send_signal(signal.SIGTERM)
-            await asyncio.to_thread(second.wait, 30)
-        assert second.returncode == 0, second.log()
+        skipped = await consume_until(
+            config, "m", port, lambda: len(_stored(marquez)) == len(events)
+        )
 
-    stored = _stored(marquez)
-    recovered = marquez.first_success_after(back_at)
     past_commit = sum(1 for key in stored_at_kill if offset_of[key] >= committed)
     figures = report(
         f"consumer: 503, circuit open, SIGKILL, restart ({'with' if dedupe else 'no'} dedupe)",
-        sent=len(events),
-        stored=len(stored),
-        lost=len(events) - len(stored),
-        duplicates=sum(n - 1 for n in stored.values()),
-        dead_lettered=await asyncio.to_thread(dead_letter_count, bootstrap, topic),
-        seconds_to_recover=None if recovered is None else round(recovered - back_at, 2),
+        **await _figures(marquez, events, bootstrap, topic, back_at),
         stored_at_kill=len(stored_at_kill),
         committed_at_kill=committed,
         duplicates_skipped=skipped,

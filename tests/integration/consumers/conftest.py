@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -188,3 +189,19 @@ def dead_letter_count(bootstrap: str, topic: str) -> int:
     """Messages in ``topic``'s dead-letter topic, read up to a marker (the test broker
     shows a partition's last batch only after the next produce)."""
     return sum(kafka_run_ids(bootstrap, f"{topic}.dlq", expect=0).values())
+
+
+async def consume_until(config: Path, name: str, port: int, done: Callable[[], bool]) -> float:
+    """Run consumer ``name`` as a process until ``done()``, then SIGTERM it (it must exit
+    0); returns its ``duplicates_skipped`` counter."""
+    process = consume_process(config, name)
+    try:
+        await wait_for(
+            lambda: done() or process.poll() is not None, within=60, what=f"{name} to finish"
+        )
+        skipped = await metric_of(port, "duplicates_skipped")
+    finally:
+        process.send_signal(signal.SIGTERM)
+        await asyncio.to_thread(process.wait, 30)
+    assert process.returncode == 0, process.log()
+    return skipped

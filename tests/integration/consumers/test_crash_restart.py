@@ -25,8 +25,8 @@ from tests.integration.consumers.conftest import (
     TEST_GROUP,
     committed_offsets,
     consume_process,
+    consume_until,
     encoded,
-    metric_of,
     produce,
     sequenced_run_events,
     wait_for,
@@ -74,21 +74,12 @@ async def test_sigkill_mid_stream_then_restart_delivers_everything(
         assert len(marquez.events) == KILL_AFTER
         marquez.release()
 
-        second = consume_process(config, "m")
-        try:
-            await wait_for(
-                lambda: (
-                    len({e["run"]["facets"]["seq"]["n"] for e in marquez.events}) == EVENTS
-                    or second.poll() is not None
-                ),
-                within=60,
-                what="every event after the restart",
-            )
-            skipped = await metric_of(port, "duplicates_skipped")
-        finally:
-            second.send_signal(signal.SIGTERM)
-            await asyncio.to_thread(second.wait, 30)
-        assert second.returncode == 0, second.log()
+        skipped = await consume_until(
+            config,
+            "m",
+            port,
+            lambda: len({e["run"]["facets"]["seq"]["n"] for e in marquez.events}) == EVENTS,
+        )
 
     stored = Counter(e["run"]["facets"]["seq"]["n"] for e in marquez.events)
     assert set(stored) == set(range(EVENTS))  # at least once
