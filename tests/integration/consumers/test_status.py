@@ -12,13 +12,14 @@ import pytest
 
 from consumers.run import running_daemons
 from proxy.config import ProxyConfig
-from proxy.embedded_broker import free_port
+from proxy.embedded_broker import EmbeddedBroker, free_port
 from tests.doubles.datahub_double import DataHubDouble
 from tests.doubles.marquez_double import MarquezDouble
 from tests.integration.consumers.conftest import (
     FAST_BREAKER,
     FAST_RETRY,
     TEST_GROUP,
+    create_topic,
     encoded,
     produce,
     sequenced_run_events,
@@ -107,12 +108,15 @@ async def test_two_daemons_in_one_process_with_status_endpoints(broker, topic_wi
     assert len(marquez.events) == len(datahub.events) == len(events)
 
 
-async def test_healthz_is_503_while_kafka_is_unreachable_and_nothing_is_assigned(topic):
-    port = free_port()
-    dead = f"127.0.0.1:{free_port()}"  # nothing listens there
+async def test_healthz_is_503_while_kafka_is_unreachable_then_200_once_it_is_back(topic):
+    """A daemon pointed at a port where no broker listens says so (and, past the session
+    timeout, that it holds no partitions); once a broker listens there and the daemon
+    joins, /healthz is 200 again without a restart."""
+    port, kafka_port = free_port(), free_port()
+    kafka = EmbeddedBroker(port=kafka_port)  # not started yet: nothing listens
     config = ProxyConfig.model_validate(
         {
-            "kafka": {"bootstrap_servers": dead, "topic": topic},
+            "kafka": {"bootstrap_servers": kafka.bootstrap_servers, "topic": topic},
             "consumers": {
                 "marquez": {
                     "group": TEST_GROUP,
@@ -122,17 +126,30 @@ async def test_healthz_is_503_while_kafka_is_unreachable_and_nothing_is_assigned
             },
         }
     )
-    session_timeout = TEST_GROUP["session_timeout_ms"] / 1000
-    async with running_daemons(config, ["marquez"], dead), aiohttp.ClientSession() as session:
-        url = f"http://127.0.0.1:{port}/healthz"
-        async with asyncio.timeout(session_timeout + 20):
+    url = f"http://127.0.0.1:{port}/healthz"
+
+    async def health_when(session, check) -> tuple[int, dict]:
+        async with asyncio.timeout(30):
             while True:
                 status, body = await _get(session, url)
-                problems = json.loads(body)["problems"]
-                if len(problems) == 2:
-                    break
+                if check(status, json.loads(body)):
+                    return status, json.loads(body)
                 await asyncio.sleep(0.2)
-    assert status == 503
-    unreachable, unassigned = problems
-    assert unreachable.startswith("Kafka unreachable") and "brokers are down" in unreachable
-    assert unassigned.startswith("no partitions assigned")
+
+    try:
+        async with (
+            running_daemons(config, ["marquez"], kafka.bootstrap_servers),
+            aiohttp.ClientSession() as session,
+        ):
+            status, health = await health_when(session, lambda s, h: len(h["problems"]) == 2)
+            assert status == 503
+            unreachable, unassigned = health["problems"]
+            assert unreachable.startswith("Kafka unreachable") and "brokers are down" in unreachable
+            assert unassigned.startswith("no partitions assigned")
+
+            await asyncio.to_thread(kafka.start)
+            await asyncio.to_thread(create_topic, kafka.bootstrap_servers, topic, 1)
+            status, health = await health_when(session, lambda s, h: s == 200)
+            assert health["problems"] == [] and health["assigned"] == [f"{topic}[0]"]
+    finally:
+        kafka.stop()
