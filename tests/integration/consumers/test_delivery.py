@@ -12,7 +12,6 @@ from tests.doubles.marquez_double import MarquezDouble
 from tests.integration.consumers.conftest import (
     assert_in_order_per_run,
     consumer_config,
-    dead_letter_count,
     encoded,
     metric,
     produce,
@@ -69,7 +68,8 @@ async def test_target_down_for_a_while_then_up_loses_nothing(broker, topic_with)
             assert metric(daemon, "retried") > 0
         assert_in_order_per_run(marquez.events)
     assert len(marquez.events) == len(events)
-    assert await asyncio.to_thread(dead_letter_count, broker.bootstrap_servers, topic) == 0
+    dlq = await asyncio.to_thread(read_topic, broker.bootstrap_servers, f"{topic}.dlq", expect=0)
+    assert dlq == []
 
 
 async def test_refused_and_poison_messages_go_to_the_dlq_and_later_events_are_delivered(
