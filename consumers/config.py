@@ -11,11 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from proxy.destinations.archive import ArchiveDestinationConfig
 from proxy.destinations.http import DataHubTarget, EgeriaTarget, GenericHttpTarget, MarquezTarget
-from proxy.destinations.retry import RetryConfig
+from proxy.destinations.retry import BreakerConfig, RetryConfig
 
 __all__ = [
     "ArchiveTarget",
@@ -92,14 +92,6 @@ class DedupeConfig(_Strict):
     journal: Path | None = None
 
 
-class BreakerConfig(_Strict):
-    # Retriable failures in a row that open the circuit (deliveries pause, nothing is
-    # dead-lettered while the target is down).
-    threshold: Annotated[int, Field(ge=1)] = 5
-    open_seconds: Annotated[float, Field(gt=0)] = 1.0
-    max_open_seconds: Annotated[float, Field(gt=0)] = 60.0
-
-
 class ConsumerConfig(_Strict):
     target: ConsumerTarget
     # Topics to read; null means the proxy's kafka.topic.
@@ -121,6 +113,19 @@ class ConsumerConfig(_Strict):
     # /metrics and /healthz of this daemon; null: no status server.
     status_host: str = "127.0.0.1"
     status_port: Annotated[int, Field(ge=0, le=65535)] | None = None
+
+    @field_validator("target")
+    @classmethod
+    def _retry_until_delivered(cls, target: ConsumerTarget) -> ConsumerTarget:
+        """A consumer retries a retriable failure until the target is back (the DLQ is for
+        events the target refuses): its ``max_attempts`` is null, never a number."""
+        retry = target.retry
+        if retry.max_attempts is not None and "max_attempts" in retry.model_fields_set:
+            raise ValueError(
+                "retry.max_attempts: a consumer never gives up on a retriable failure "
+                "(it waits for the target; only refused events are dead-lettered); remove it"
+            )
+        return target.model_copy(update={"retry": retry.until_delivered()})
 
     def with_paths_under(self, base: Path) -> ConsumerConfig:
         """Relative file paths (dedupe journal, archive directory) resolved against the

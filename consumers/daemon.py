@@ -7,9 +7,12 @@ concurrently (at most ``concurrency`` deliveries at once). In batch mode (a targ
 takes JSON arrays) a lane is a whole partition and takes up to ``batch_events`` at once.
 
 Each message ends exactly one way — delivered, skipped as a duplicate, or dead-lettered —
-and only then is its offset done. The committed offset of a partition is the lowest
-offset not yet done (:class:`~consumers.offsets.OffsetTracker`), committed every
-``commit_interval_seconds``, when partitions are revoked, and at shutdown.
+and only then is its offset done. Only a message the target refuses (or that is not a
+JSON object) is dead-lettered: a retriable failure blocks its lane, retried with capped
+backoff and paced by the circuit breaker, until the target takes the event. The
+committed offset of a partition is the lowest offset not yet done
+(:class:`~consumers.offsets.OffsetTracker`), committed every ``commit_interval_seconds``,
+when partitions are revoked, and at shutdown.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from consumers.offsets import OffsetTracker
 from consumers.targets import build_destination
 from proxy.destinations.base import DeliveryError
 from proxy.destinations.kafka import KafkaProducer, producer_settings
-from proxy.destinations.retry import CircuitBreaker
+from proxy.destinations.retry import CircuitBreaker, CircuitState
 
 __all__ = ["ConsumerDaemon"]
 
@@ -65,11 +68,8 @@ class ConsumerDaemon:
         self.topics = config.topics or [default_topic]
         self.group_id = config.group_id or f"lineage-proxy.{name}"
         self.metrics = ConsumerMetrics(name)
-        self.breaker = CircuitBreaker(
-            config.circuit_breaker.threshold,
-            config.circuit_breaker.open_seconds,
-            config.circuit_breaker.max_open_seconds,
-        )
+        self.breaker = CircuitBreaker(config.circuit_breaker)
+        self._last_failure = ""  # the target's last retriable failure, for /healthz
         self.destination = build_destination(
             name, config.target, bootstrap_servers, breaker=self.breaker, on_retry=self._retried
         )
@@ -103,7 +103,9 @@ class ConsumerDaemon:
             on_watermarks=self._watermarks,
             buffered=lambda: self._buffered,
             max_buffered=config.max_buffered,
-            revoke_timeout=config.shutdown_timeout_seconds,
+            # _revoke cancels deliveries still running after shutdown_timeout_seconds;
+            # the margin lets them unwind before the thread stops waiting.
+            revoke_timeout=config.shutdown_timeout_seconds + 5,
         )
         self._slots = asyncio.Semaphore(config.concurrency)
         self._lanes: dict[LaneKey, _Lane] = {}
@@ -111,6 +113,7 @@ class ConsumerDaemon:
         self._highs: dict[Partition, int] = {}
         self._buffered = 0
         self._stopping = False
+        self._unassigned_since: float | None = time.monotonic()
 
     # ---- lifetime ----
 
@@ -126,17 +129,10 @@ class ConsumerDaemon:
 
     async def _start(self) -> None:
         self._dlq_producer.start()
-        if self._create_topics and self.config.dead_letter.enabled:
-            topics = {
-                self.dead_letter.topic_for(t): (self._topic_partitions, 1) for t in self.topics
-            }
-            try:
-                await asyncio.to_thread(self._dlq_producer.ensure_topics, topics)
-            except Exception as exc:  # the broker may come later; DLQ produce retries
-                log.warning("could not ensure dead-letter topics: %s", exc)
         if self.dedupe is not None:
             await self.dedupe.open()
         await self.destination.start()
+        self._unassigned_since = time.monotonic()
         self.source.start()
         log.info(
             "consumer %s: %s → %s (group %s)",
@@ -145,6 +141,16 @@ class ConsumerDaemon:
             self.config.target.kind,
             self.group_id,
         )
+        # After the source started, so that /healthz reports an unreachable broker at once;
+        # a dead letter produced before its topic exists waits in the producer.
+        if self._create_topics and self.config.dead_letter.enabled:
+            topics = {
+                self.dead_letter.topic_for(t): (self._topic_partitions, 1) for t in self.topics
+            }
+            try:
+                await asyncio.to_thread(self._dlq_producer.ensure_topics, topics, 5.0)
+            except Exception as exc:  # the broker may come later; DLQ produce retries
+                log.warning("could not ensure dead-letter topics: %s", exc)
 
     async def _shutdown(self) -> None:
         log.info("consumer %s: stopping; finishing in-flight deliveries", self.name)
@@ -152,12 +158,7 @@ class ConsumerDaemon:
         self.source.stop_fetching()
         for lane in self._lanes.values():
             self._drop_queued(lane)
-        tasks = [lane.task for lane in self._lanes.values() if lane.task is not None]
-        if tasks:
-            _, late = await asyncio.wait(tasks, timeout=self.config.shutdown_timeout_seconds)
-            for task in late:
-                task.cancel()
-            await asyncio.gather(*late, return_exceptions=True)
+        await self._finish([lane.task for lane in self._lanes.values() if lane.task is not None])
         with contextlib.suppress(Exception):
             await self._commit()
         await self.source.close()
@@ -187,21 +188,22 @@ class ConsumerDaemon:
     def _assigned(self, partitions: list[Partition]) -> None:
         for partition in partitions:
             self._trackers[partition] = OffsetTracker()
+        if self._trackers:
+            self._unassigned_since = None
 
     async def _revoke(self, partitions: list[Partition]) -> list[TopicPartition]:
         """Finish what is in flight for ``partitions``; return the offsets to commit."""
         lanes = [(k, lane) for k, lane in self._lanes.items() if (k[0], k[1]) in partitions]
         for _, lane in lanes:
             self._drop_queued(lane)
-        tasks = [lane.task for _, lane in lanes if lane.task is not None]
-        if tasks:
-            await asyncio.wait(tasks)
+        await self._finish([lane.task for _, lane in lanes if lane.task is not None])
         offsets = []
         for partition in partitions:
             tracker = self._trackers.pop(partition, None)
             if tracker is not None and tracker.to_commit() is not None:
                 offsets.append(TopicPartition(*partition, tracker.to_commit()))
             self.metrics.forget_partition(*partition)
+        self._note_if_unassigned()
         return offsets
 
     def _lost(self, partitions: list[Partition]) -> None:
@@ -211,6 +213,22 @@ class ConsumerDaemon:
         for partition in partitions:
             self._trackers.pop(partition, None)
             self.metrics.forget_partition(*partition)
+        self._note_if_unassigned()
+
+    def _note_if_unassigned(self) -> None:
+        if not self._trackers and self._unassigned_since is None:
+            self._unassigned_since = time.monotonic()
+
+    async def _finish(self, tasks: list[asyncio.Task[None]]) -> None:
+        """Let in-flight deliveries finish for up to ``shutdown_timeout_seconds``, then
+        cancel the rest (a lane waiting for a down target waits forever): their events
+        stay uncommitted and are read again by whoever owns the partition next."""
+        if not tasks:
+            return
+        _, late = await asyncio.wait(tasks, timeout=self.config.shutdown_timeout_seconds)
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*late, return_exceptions=True)
 
     def _drop_queued(self, lane: _Lane) -> None:
         self._buffered -= len(lane.queue)
@@ -245,11 +263,7 @@ class ConsumerDaemon:
             try:
                 await self._deliver_batch(ready)
                 return
-            except DeliveryError as exc:
-                if exc.retriable:
-                    for message, _ in ready:
-                        await self._dead_letter(message, exc.reason, exc, "retries")
-                    return
+            except DeliveryError as exc:  # refused: retriable failures are retried inside
                 # One bad event fails the whole array: find it by sending one by one.
                 log.info("%s: batch refused (%s); delivering one by one", self.name, exc.reason)
         for message, event in ready:
@@ -262,9 +276,8 @@ class ConsumerDaemon:
                 await self.destination.deliver_batch([event], [message.value() or b""])
             else:
                 await self.destination.deliver(event, message.value() or b"")
-        except DeliveryError as exc:
-            why = "retries" if exc.retriable else "refused"
-            await self._dead_letter(message, exc.reason, exc, why)
+        except DeliveryError as exc:  # refused: retriable failures are retried inside
+            await self._dead_letter(message, exc.reason, exc, "refused")
             return
         self.metrics.target_seconds.observe(time.perf_counter() - started)
         await self._delivered([(message, event)])
@@ -303,8 +316,9 @@ class ConsumerDaemon:
         self._done(message)
 
     def _retried(self, error: DeliveryError, attempt: int, delay: float) -> None:
+        self._last_failure = error.reason
         self.metrics.retried.inc()
-        self.metrics.circuit_open.set(1 if self.breaker.state != "closed" else 0)
+        self.metrics.circuit_open.set(0 if self.breaker.state is CircuitState.CLOSED else 1)
         log.info("%s: retry %d in %.2fs: %s", self.name, attempt, delay, error.reason)
 
     def _done(self, message: Message) -> None:
@@ -352,16 +366,41 @@ class ConsumerDaemon:
         return out
 
     def health(self) -> tuple[bool, dict[str, Any]]:
-        alive = self.source.alive
-        return alive, {
+        """Healthy, and the details /healthz shows; ``problems`` says what is wrong."""
+        problems = self._problems()
+        return not problems, {
             "consumer": self.name,
-            "status": "ok" if alive else "consumer thread stopped",
+            "status": "ok" if not problems else "unhealthy",
+            "problems": problems,
             "group": self.group_id,
             "target": self.config.target.kind,
-            "circuit": self.breaker.state,
+            "circuit": self.breaker.state.value,
             "assigned": sorted(f"{t}[{p}]" for t, p in self._trackers),
             "lag": {f"{t}[{p}]": lag for (t, p), lag in self._lags().items()},
         }
+
+    def _problems(self) -> list[str]:
+        problems = []
+        now = time.monotonic()
+        if not self.source.started:
+            problems.append("starting")
+        elif not self.source.alive:
+            problems.append(f"Kafka consumer thread stopped: {self.source.error!r}")
+        if self.source.unreachable_since is not None:
+            down = now - self.source.unreachable_since
+            problems.append(f"Kafka unreachable for {down:.0f} s: {self.source.unreachable_reason}")
+        session = self.config.group.session_timeout_ms / 1000
+        if self._unassigned_since is not None and now - self._unassigned_since > session:
+            problems.append(
+                f"no partitions assigned for {now - self._unassigned_since:.0f} s "
+                f"(session timeout {session:g} s)"
+            )
+        if self.breaker.state is not CircuitState.CLOSED:
+            problems.append(
+                f"circuit {self.breaker.state.value}: the target fails ({self._last_failure}); "
+                f"deliveries wait, next probe in {self.breaker.seconds_to_probe():.1f} s"
+            )
+        return problems
 
 
 def _parse(message: Message) -> dict[str, Any] | None:

@@ -1,8 +1,9 @@
 """The dead-letter topic: where a message goes when its target will never take it.
 
-Permanent refusals, retriable failures that used up their attempts, and poison messages
-(not a JSON object) are produced to ``<topic>.dlq`` with the original key, value and
-headers plus ``dlq_*`` headers saying why, so an operator can read, fix and replay them.
+Events the target refuses (permanent failures) and poison messages (not a JSON object)
+are produced to ``<topic>.dlq`` with the original key, value and headers plus ``dlq_*``
+headers saying why, so an operator can read, fix and replay them. A retriable failure
+never comes here: the consumer waits for its target instead.
 Producing to the DLQ is retried until it works: the source offset is committed only
 after the message is safely somewhere.
 """

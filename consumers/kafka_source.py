@@ -97,6 +97,14 @@ class KafkaSource:
         self._stopped: asyncio.Future[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.error: BaseException | None = None
+        # Since when (monotonic) no broker answers, and librdkafka's words for it; written
+        # on the consumer thread, read by /healthz (single assignments, atomic).
+        self.unreachable_since: float | None = None
+        self.unreachable_reason = ""
+
+    @property
+    def started(self) -> bool:
+        return self._thread is not None
 
     @property
     def alive(self) -> bool:
@@ -133,7 +141,10 @@ class KafkaSource:
         assert self._loop is not None and self._stopped is not None
         consumer: Consumer | None = None
         try:
-            consumer = Consumer(self.settings, logger=logging.getLogger("librdkafka"))
+            consumer = Consumer(
+                {**self.settings, "error_cb": self._kafka_error},
+                logger=logging.getLogger("librdkafka"),
+            )
             consumer.subscribe(
                 self.topics, on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._lost
             )
@@ -157,6 +168,8 @@ class KafkaSource:
                 if time.monotonic() >= next_watermarks:
                     next_watermarks = time.monotonic() + 2.0
                     self._report_watermarks(consumer)
+                    if self.unreachable_since is not None:
+                        self._check_reachable(consumer)
             self._serve_commits(consumer)
             consumer.close()  # revokes the assignment → _revoked commits it
             consumer = None
@@ -176,6 +189,27 @@ class KafkaSource:
         if err.code() != KafkaError._PARTITION_EOF:
             log.warning("Kafka consumer: %s", err)
         return True
+
+    def _kafka_error(self, error: KafkaError) -> None:
+        if error.code() == KafkaError._ALL_BROKERS_DOWN:
+            if self.unreachable_since is None:
+                self.unreachable_since = time.monotonic()
+                log.warning("Kafka unreachable: %s", error.str())
+            self.unreachable_reason = error.str()
+        elif error.code() == KafkaError._TRANSPORT:  # each failed reconnect, every few ms
+            log.debug("Kafka consumer: %s", error.str())
+        else:
+            log.warning("Kafka consumer: %s", error.str())
+
+    def _check_reachable(self, consumer: Consumer) -> None:
+        """Clear the "unreachable" mark once a broker answers a metadata request
+        (librdkafka reports brokers going down, not coming back)."""
+        try:
+            consumer.list_topics(self.topics[0], timeout=1.0)
+        except KafkaException:
+            return
+        log.info("Kafka reachable again")
+        self.unreachable_since = None
 
     def _queued_commits(self) -> Iterator[_CommitRequest]:
         while True:

@@ -24,7 +24,7 @@ class ConsumerMetrics:
         self.retried = counter("lineage_consumer_retried", "Delivery attempts retried.")
         self.dead_lettered = counter(
             "lineage_consumer_dead_lettered",
-            "Messages sent to the dead-letter topic, by why (poison, refused, retries).",
+            "Messages sent to the dead-letter topic, by why (poison, refused).",
             ("why",),
         )
         self.duplicates_skipped = counter(

@@ -12,9 +12,10 @@ unwrapped: the event inside is sent as it was sent, in the order of refusal, so 
 (a repair switched on, a schema registered) can be applied by replaying them through
 the proxy (a consumer whose target is the proxy's ``/api/v1/lineage``).
 
-Targets get events one at a time, in order, with the consumer's retry policy; an event
-a target refuses is reported and skipped. A topic gets them keyed like the proxy keys
-them, produced in order (per partition order holds with the idempotent producer).
+Targets get events one at a time, in order, with the consumer's retry policy (a target
+that is down is waited for); an event a target refuses is reported and skipped. A topic
+gets them keyed like the proxy keys them, produced in order (per partition order holds
+with the idempotent producer).
 """
 
 from __future__ import annotations
@@ -210,14 +211,11 @@ def _destination(config: ProxyConfig, to: str) -> tuple[Destination, KafkaProduc
     bootstrap = config.kafka.bootstrap_servers
     if to in config.consumers:
         target = config.consumers[to].target
-        breaker = config.consumers[to].circuit_breaker
         destination = build_destination(
             to,
             target,
             bootstrap,
-            breaker=CircuitBreaker(
-                breaker.threshold, breaker.open_seconds, breaker.max_open_seconds
-            ),
+            breaker=CircuitBreaker(config.consumers[to].circuit_breaker),
             on_retry=lambda error, attempt, delay: log.info(
                 "retry %d in %.1fs: %s", attempt, delay, error.reason
             ),
@@ -246,7 +244,7 @@ async def _send_one(
         subject = subject_name(event)
         log.warning(
             "not replayed (%s) %s at %s: %s",
-            "retries used up" if exc.retriable else "refused",
+            "Kafka failed" if exc.retriable else "refused",
             "/".join(subject) if subject else "?",
             event.get("eventTime"),
             exc.reason,

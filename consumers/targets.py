@@ -3,7 +3,8 @@
 HTTP kinds (http, marquez, egeria, datahub) come from :mod:`proxy.destinations.http`, the
 same code the proxy routes with; ``archive`` is the proxy's archive writer; ``kafka``
 republishes with the proxy's Kafka producer.
-Every destination is wrapped in the shared retry policy and the daemon's circuit breaker.
+Every destination is wrapped in the shared retry policy, never giving up on a retriable
+failure, and the daemon's circuit breaker.
 """
 
 from __future__ import annotations
@@ -78,5 +79,8 @@ def build_destination(
     breaker: CircuitBreaker,
     on_retry: OnRetry,
 ) -> RetryingDestination:
+    """``target``'s destination with its retry policy, which in a consumer's config never
+    gives up (:class:`~consumers.config.ConsumerConfig`): a retriable failure never comes
+    out of it, only a permanent one (the target refused the event)."""
     inner = DESTINATION_BUILDERS[target.kind](name, target, source_bootstrap)
     return RetryingDestination(inner, target.retry, breaker=breaker, on_retry=on_retry)

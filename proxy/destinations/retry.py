@@ -1,36 +1,45 @@
 """Retrying a delivery: exponential backoff with full jitter, and a circuit breaker.
 
 Written once and used by both sides of the flow: the consumer daemons retry a message
-before giving up on it (dead-letter topic), and the proxy's routing side wraps an HTTP
-destination the same way. A destination says *whether* an error is worth retrying
+until the target takes it or refuses it (dead-letter topic), and the proxy's routing side
+wraps an HTTP destination the same way but gives up after ``max_attempts`` (a client is
+waiting). A destination says *whether* an error is worth retrying
 (:attr:`DeliveryError.retriable`) and may ask for a wait (``retry_after``, from HTTP
-``Retry-After``); this module decides *how long* to wait and *when* to give up.
+``Retry-After``); this module decides *how long* to wait and *whether* to give up
+(:func:`verdict`).
 
 Backoff is "full jitter": a uniform draw in ``[0, min(cap, initial * 2**n)]``, so that many
-consumers hitting the same recovering target do not retry in lockstep.
+consumers hitting the same recovering target do not retry in lockstep. While the circuit
+is open the breaker paces the tries instead: one probe per probe interval, capped low so
+that a target that is back gets traffic again within seconds.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from proxy.destinations.base import DeliveryError, Destination
 
 __all__ = [
+    "BreakerConfig",
     "CircuitBreaker",
+    "CircuitState",
     "OnRetry",
     "RetryConfig",
     "RetryingDestination",
+    "Verdict",
     "backoff_seconds",
     "deliver_with_retries",
+    "verdict",
 ]
 
 log = logging.getLogger(__name__)
@@ -44,12 +53,40 @@ class RetryConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    # Attempts in total, the first included; 1 means "never retry".
-    max_attempts: Annotated[int, Field(ge=1)] = 5
+    # Attempts in total before a retriable failure is given up, the first included; 1
+    # means "never retry", null "until delivered". Proxy routes only: consumer daemons
+    # and replay never give up on a retriable failure (see :meth:`until_delivered`).
+    max_attempts: Annotated[int, Field(ge=1)] | None = 5
     initial_backoff_seconds: Annotated[float, Field(gt=0)] = 0.5
-    max_backoff_seconds: Annotated[float, Field(gt=0)] = 30.0
+    # The backoff's cap: also how long a failing event may wait after its target is back.
+    max_backoff_seconds: Annotated[float, Field(gt=0)] = 5.0
     # A target's Retry-After is honoured up to this many seconds.
     max_retry_after_seconds: Annotated[float, Field(ge=0)] = 300.0
+
+    def until_delivered(self) -> RetryConfig:
+        """The same backoff, never giving up on a retriable failure."""
+        return self.model_copy(update={"max_attempts": None})
+
+
+class Verdict(enum.Enum):
+    """What to do with an event after a failed attempt."""
+
+    RETRY = "retry"
+    # The caller reports the error: a consumer dead-letters the event, a route fails it.
+    GIVE_UP = "give up"
+
+
+def verdict(error: DeliveryError, attempts: int, config: RetryConfig) -> Verdict:
+    """Retry or give up after ``attempts`` failures that counted against the event.
+
+    A permanent failure (the target refused the event) is given up at once; a retriable
+    one only when ``config.max_attempts`` is set and used up.
+    """
+    if not error.retriable:
+        return Verdict.GIVE_UP
+    if config.max_attempts is not None and attempts >= config.max_attempts:
+        return Verdict.GIVE_UP
+    return Verdict.RETRY
 
 
 def backoff_seconds(
@@ -66,70 +103,113 @@ def _delay(error: DeliveryError, attempt: int, config: RetryConfig) -> float:
     return backoff_seconds(attempt, config)
 
 
+class BreakerConfig(BaseModel):
+    """When a failing target's circuit opens, and how often it is probed while open."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # Retriable failures in a row that open the circuit: deliveries pause, one probe
+    # goes out per probe interval, and nothing is dead-lettered while the target is down.
+    threshold: Annotated[int, Field(ge=1)] = 5
+    # The first probe interval; it doubles after each failed probe up to max_open_seconds,
+    # which bounds how long a recovered target waits for traffic again.
+    open_seconds: Annotated[float, Field(gt=0)] = 1.0
+    max_open_seconds: Annotated[float, Field(gt=0)] = 5.0
+
+    @model_validator(mode="after")
+    def _first_interval_within_the_cap(self) -> BreakerConfig:
+        if self.open_seconds > self.max_open_seconds:
+            raise ValueError("open_seconds must not exceed max_open_seconds")
+        return self
+
+
+class CircuitState(enum.Enum):
+    CLOSED = "closed"  # deliveries flow
+    OPEN = "open"  # deliveries wait for the next probe
+    HALF_OPEN = "half-open"  # one probe is in flight; the others wait for its outcome
+
+
 class CircuitBreaker:
     """Stops hammering a target that is down.
 
     After ``threshold`` retriable failures in a row the circuit opens: callers wait instead
-    of sending. After ``open_seconds`` one caller is let through as a probe (half-open);
-    its success closes the circuit, its failure opens it again for twice as long (up to
-    ``max_open_seconds``). Failures seen while the circuit is not closed are the target's
-    fault, not the message's: :meth:`record_failure` says so, and callers do not count
-    them against a message's attempts — a long outage delays events, it does not
-    dead-letter them.
+    of sending. After the probe interval one caller is let through as a probe (half-open);
+    its success closes the circuit and lets every waiting caller go, its failure opens it
+    again for twice as long (up to ``max_open_seconds``). Failures seen while the circuit
+    is not closed are the target's fault, not the message's: :meth:`record_failure` says
+    so, and callers do not count them against a message's attempts.
     """
 
-    def __init__(
-        self, threshold: int = 5, open_seconds: float = 1.0, max_open_seconds: float = 60.0
-    ) -> None:
-        self.threshold = threshold
-        self.base_open_seconds = open_seconds
-        self.max_open_seconds = max_open_seconds
+    def __init__(self, config: BreakerConfig | None = None) -> None:
+        self.config = config or BreakerConfig()
         self._failures = 0
-        self._open_seconds = open_seconds
+        self._open_seconds = self.config.open_seconds
         self._opened_at: float | None = None
         self._probing = False
-        self._closed = asyncio.Event()
-        self._closed.set()
+        self._changed = asyncio.Event()  # set (and replaced) at every change of state
 
     @property
-    def state(self) -> str:
+    def state(self) -> CircuitState:
         if self._opened_at is None:
-            return "closed"
-        return "half-open" if self._probing else "open"
+            return CircuitState.CLOSED
+        return CircuitState.HALF_OPEN if self._probing else CircuitState.OPEN
 
-    async def wait_turn(self) -> None:
-        """Return when a delivery may be tried: circuit closed, or this caller is the probe."""
+    def seconds_to_probe(self) -> float:
+        """How long until the next probe may go (0 when closed or due)."""
+        if self._opened_at is None:
+            return 0.0
+        return max(0.0, self._opened_at + self._open_seconds - time.monotonic())
+
+    async def wait_turn(self) -> bool:
+        """Return when a delivery may be tried: True if this caller is the probe (it must
+        then report its outcome, or :meth:`release_probe` if it ends without one)."""
         while self._opened_at is not None:
-            remaining = self._opened_at + self._open_seconds - time.monotonic()
-            if remaining <= 0 and not self._probing:
-                self._probing = True
-                return
+            timeout: float | None = None  # a probe is in flight: wait for its outcome
+            if not self._probing:
+                timeout = self.seconds_to_probe()
+                if timeout <= 0:
+                    self._probing = True
+                    return True
+            changed = self._changed
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._closed.wait(), max(remaining, 0.001))
+                await asyncio.wait_for(changed.wait(), timeout)
+        return False
+
+    def release_probe(self) -> None:
+        """The probe ended without an answer (cancelled): let another caller probe."""
+        if self._probing:
+            self._probing = False
+            self._notify()
 
     def record_success(self) -> None:
         self._failures = 0
-        if self._opened_at is not None:
-            log.info("circuit closed: the target answers again")
+        if self._opened_at is None:
+            return
+        log.info("circuit closed: the target answers again")
         self._opened_at = None
         self._probing = False
-        self._open_seconds = self.base_open_seconds
-        self._closed.set()
+        self._open_seconds = self.config.open_seconds
+        self._notify()
 
     def record_failure(self) -> bool:
         """Note a retriable failure; True if it counts against the message (circuit closed)."""
         if self._opened_at is not None:
             if self._probing:  # the probe failed: stay open, longer
                 self._probing = False
-                self._open_seconds = min(self._open_seconds * 2, self.max_open_seconds)
+                self._open_seconds = min(self._open_seconds * 2, self.config.max_open_seconds)
                 self._opened_at = time.monotonic()
+                self._notify()
             return False
         self._failures += 1
-        if self._failures >= self.threshold:
+        if self._failures >= self.config.threshold:
             log.warning("circuit open: %d failures in a row; pausing deliveries", self._failures)
             self._opened_at = time.monotonic()
-            self._closed.clear()
+            self._notify()
         return True
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
 
 
 async def deliver_with_retries(
@@ -139,30 +219,41 @@ async def deliver_with_retries(
     breaker: CircuitBreaker | None = None,
     on_retry: OnRetry | None = None,
 ) -> T:
-    """Run ``attempt`` until it succeeds, fails permanently, or uses up its attempts.
+    """Run ``attempt`` until it succeeds or :func:`verdict` says give up.
 
-    Raises the last :class:`DeliveryError`. ``on_retry(error, attempt, delay)`` is called
-    before each wait (for metrics and logs).
+    Raises the last :class:`DeliveryError` when giving up. ``on_retry(error, attempt,
+    delay)`` is called before each wait (for metrics and logs). While the circuit is open
+    the wait is the breaker's probe interval rather than a backoff.
     """
     counted = 0
     while True:
-        if breaker is not None:
-            await breaker.wait_turn()
+        probe = await breaker.wait_turn() if breaker is not None else False
         try:
             result = await attempt()
         except DeliveryError as exc:
             if not exc.retriable:
                 if breaker is not None:
                     breaker.record_success()  # the target answered; the event is at fault
-                raise
-            if breaker is None or breaker.record_failure():
+            elif breaker is None or breaker.record_failure():
                 counted += 1
-            if counted >= config.max_attempts:
+            if verdict(exc, counted, config) is Verdict.GIVE_UP:
                 raise
-            delay = _delay(exc, counted, config)
+            if (
+                breaker is not None
+                and breaker.state is not CircuitState.CLOSED
+                and exc.retry_after is None
+            ):
+                if on_retry is not None:
+                    on_retry(exc, counted, breaker.seconds_to_probe())
+                continue  # the breaker paces the next try: wait_turn waits for the probe
+            delay = _delay(exc, max(counted, 1), config)
             if on_retry is not None:
                 on_retry(exc, counted, delay)
             await asyncio.sleep(delay)
+        except BaseException:
+            if probe and breaker is not None:
+                breaker.release_probe()
+            raise
         else:
             if breaker is not None:
                 breaker.record_success()
@@ -212,7 +303,7 @@ class RetryingDestination:
         )
 
     async def ready(self) -> bool:
-        if self.breaker is not None and self.breaker.state != "closed":
+        if self.breaker is not None and self.breaker.state is not CircuitState.CLOSED:
             return False
         return await self.inner.ready()
 

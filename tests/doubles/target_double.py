@@ -1,19 +1,21 @@
 """The shared machinery of the target doubles: a loopback aiohttp server with knobs.
 
 Knobs a test can turn: :meth:`TargetDouble.fail_next` answers the next N requests with a
-given status (and ``Retry-After``), :meth:`down` stops listening (connection refused) and
-:meth:`up` listens again on the same port, :meth:`hold_after` keeps requests waiting
-(unanswered, not stored) once N events are stored, until :meth:`release`, and
-``delay_seconds`` makes every answer that much slower (a busy target). Accepted
-events land in ``.events`` in arrival order; every request's status lands in
-``.answers``. Used directly it is a plain HTTP receiver (any JSON object or array at
-``path`` → 200), the generic target.
+given status (and ``Retry-After``), :meth:`fail_for` answers every request with a status
+for some seconds (an outage with a clock), :meth:`down` stops listening (connection
+refused) and :meth:`up` listens again on the same port, :meth:`hold_after` keeps requests
+waiting (unanswered, not stored) once N events are stored, until :meth:`release`, and
+``delay_seconds`` makes every answer that much slower (a busy target). Accepted events
+land in ``.events`` in arrival order; every request's status lands in ``.answers`` and
+its time (monotonic) in ``.answer_times``. Used directly it is a plain HTTP receiver (any
+JSON object or array at ``path`` → 200), the generic target.
 """
 
 from __future__ import annotations
 
 import asyncio
 import socket
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +39,9 @@ class TargetDouble:
     def __init__(self) -> None:
         self.events: list[dict[str, Any]] = []
         self.answers: list[int] = []
+        self.answer_times: list[float] = []
+        self._failing_until = 0.0
+        self._failing_status = 503
         self.port = 0
         self._failures: list[_Failure] = []
         self._hold_after: int | None = None
@@ -99,6 +104,22 @@ class TargetDouble:
         headers = {"Retry-After": retry_after} if retry_after is not None else {}
         self._failures.append(_Failure(times, status, body, headers))
 
+    def fail_for(self, seconds: float, status: int = 503) -> float:
+        """Answer every request with ``status`` for ``seconds`` from now; returns the
+        monotonic time the outage ends."""
+        self._failing_until = time.monotonic() + seconds
+        self._failing_status = status
+        return self._failing_until
+
+    def first_success_after(self, moment: float) -> float | None:
+        """Monotonic time of the first 2xx answered after ``moment``, if any."""
+        times = [
+            t
+            for t, status in zip(self.answer_times, self.answers, strict=True)
+            if t >= moment and 200 <= status < 300
+        ]
+        return min(times, default=None)
+
     def hold_after(self, stored: int) -> None:
         """Once ``stored`` events are kept, make later requests wait unanswered."""
         self._hold_after = stored
@@ -117,7 +138,9 @@ class TargetDouble:
                 self.held -= 1
         if self.delay_seconds:
             await asyncio.sleep(self.delay_seconds)
-        if self._failures:
+        if time.monotonic() < self._failing_until:
+            response = web.Response(status=self._failing_status)
+        elif self._failures:
             failure = self._failures[0]
             failure.remaining -= 1
             if failure.remaining <= 0:
@@ -128,6 +151,7 @@ class TargetDouble:
         else:
             response = await self.answer(request, await request.read())
         self.answers.append(response.status)
+        self.answer_times.append(time.monotonic())
         return response
 
     async def answer(self, request: web.Request, body: bytes) -> web.Response:

@@ -1,25 +1,37 @@
-"""Helpers for consumer-daemon tests: topics, producing events, running daemons in-process."""
+"""Helpers for consumer-daemon tests: topics, producing events, running daemons in-process
+or as real ``lineage-proxy consume`` processes."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
 import time
+from collections import defaultdict
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
+import aiohttp
 import orjson
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from consumers.config import ConsumerConfig
 from consumers.daemon import ConsumerDaemon
+from tests.conftest import REPO
+from tests.faults.load import kafka_run_ids
+from tests.processes import ServeProcess
 from tests.sample_events import facet, run_event
 
 # Short group timeouts: a join takes ~3 s on the test broker instead of ~23 s.
 TEST_GROUP = {"session_timeout_ms": 3000, "heartbeat_interval_ms": 300}
-FAST_RETRY = {"max_attempts": 3, "initial_backoff_seconds": 0.01, "max_backoff_seconds": 0.05}
+FAST_RETRY = {"initial_backoff_seconds": 0.01, "max_backoff_seconds": 0.05}
 FAST_BREAKER = {"threshold": 3, "open_seconds": 0.05, "max_open_seconds": 0.2}
 
 
@@ -54,6 +66,17 @@ def encoded(events: list[tuple[str, dict[str, Any]]]) -> list[tuple[str | None, 
 
 def seq(event: dict[str, Any]) -> tuple[str, int]:
     return event["job"]["name"], event["run"]["facets"]["seq"]["n"]
+
+
+def assert_in_order_per_run(received: list[dict[str, Any]]) -> dict[str, list[int]]:
+    """Each run's ``seq`` numbers in arrival order, asserted ascending."""
+    by_run: dict[str, list[int]] = defaultdict(list)
+    for event in received:
+        job, n = seq(event)
+        by_run[job].append(n)
+    for job, numbers in by_run.items():
+        assert numbers == sorted(numbers), f"{job} out of order: {numbers}"
+    return by_run
 
 
 def consumer_config(target: dict[str, Any], topic: str, **fields: Any) -> ConsumerConfig:
@@ -114,3 +137,71 @@ def topic_with(broker, topic) -> Callable[[int], str]:
         return topic
 
     return make
+
+
+def consume_process(config: Path, name: str) -> ServeProcess:
+    """``lineage-proxy consume NAME --config CONFIG`` as a real process (stderr in a file,
+    never a pipe nobody reads: a daemon logging its retries would block on it)."""
+    fd, log_name = tempfile.mkstemp(prefix="lineage-proxy-consume-", suffix=".log")
+    try:
+        process = ServeProcess(
+            [sys.executable, "-m", "proxy", "consume", name, "--config", str(config)],
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+            stderr=fd,
+            text=True,
+        )
+    finally:
+        os.close(fd)
+    process.log_path = Path(log_name)
+    return process
+
+
+async def status_of(port: int, path: str) -> tuple[int, str]:
+    """GET ``path`` of a daemon's status server: (status, body)."""
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"http://127.0.0.1:{port}{path}") as resp,
+    ):
+        return resp.status, await resp.text()
+
+
+async def metric_of(port: int, name: str) -> float:
+    """A counter from a daemon's /metrics, e.g. ``duplicates_skipped``."""
+    _, text = await status_of(port, "/metrics")
+    for line in text.splitlines():
+        if line.startswith(f"lineage_consumer_{name}_total"):
+            return float(line.split()[-1])
+    raise AssertionError(f"no {name} metric")
+
+
+def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> list[int]:
+    """The group's committed offset per partition (negative: nothing committed)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        asked = [TopicPartition(topic, p) for p in range(partitions)]
+        return [tp.offset for tp in consumer.committed(asked, timeout=10)]
+    finally:
+        consumer.close()
+
+
+def dead_letter_count(bootstrap: str, topic: str) -> int:
+    """Messages in ``topic``'s dead-letter topic, read up to a marker (the test broker
+    shows a partition's last batch only after the next produce)."""
+    return sum(kafka_run_ids(bootstrap, f"{topic}.dlq", expect=0).values())
+
+
+async def consume_until(config: Path, name: str, port: int, done: Callable[[], bool]) -> float:
+    """Run consumer ``name`` as a process until ``done()``, then SIGTERM it (it must exit
+    0); returns its ``duplicates_skipped`` counter."""
+    process = consume_process(config, name)
+    try:
+        await wait_for(
+            lambda: done() or process.poll() is not None, within=60, what=f"{name} to finish"
+        )
+        skipped = await metric_of(port, "duplicates_skipped")
+    finally:
+        process.send_signal(signal.SIGTERM)
+        await asyncio.to_thread(process.wait, 30)
+    assert process.returncode == 0, process.log()
+    return skipped

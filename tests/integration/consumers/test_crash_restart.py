@@ -12,22 +12,20 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
-import aiohttp
 import pytest
 import yaml
-from confluent_kafka import Consumer, TopicPartition
 
 from proxy.embedded_broker import free_port
-from tests.conftest import REPO
 from tests.doubles.marquez_double import MarquezDouble
 from tests.integration.consumers.conftest import (
     FAST_RETRY,
     TEST_GROUP,
+    committed_offsets,
+    consume_process,
+    consume_until,
     encoded,
     produce,
     sequenced_run_events,
@@ -55,36 +53,6 @@ def _write_config(path: Path, bootstrap: str, topic: str, url: str, dedupe: bool
     return port
 
 
-def _start(config: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "proxy", "consume", "m", "--config", str(config)],
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-
-
-async def _duplicates_skipped(port: int) -> float:
-    async with (
-        aiohttp.ClientSession() as session,
-        session.get(f"http://127.0.0.1:{port}/metrics") as resp,
-    ):
-        text = await resp.text()
-    for line in text.splitlines():
-        if line.startswith("lineage_consumer_duplicates_skipped_total"):
-            return float(line.split()[-1])
-    raise AssertionError("no duplicates metric")
-
-
-def _committed(bootstrap: str, topic: str) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"group.{topic}"})
-    try:
-        [tp] = consumer.committed([TopicPartition(topic, 0)], timeout=10)
-        return tp.offset
-    finally:
-        consumer.close()
-
-
 @pytest.mark.parametrize("dedupe", [False, True], ids=["no-dedupe", "dedupe-journal"])
 async def test_sigkill_mid_stream_then_restart_delivers_everything(
     broker, topic_with, tmp_path, dedupe
@@ -96,31 +64,22 @@ async def test_sigkill_mid_stream_then_restart_delivers_everything(
     async with MarquezDouble() as marquez:
         port = _write_config(config, broker.bootstrap_servers, topic, marquez.url, dedupe)
         marquez.hold_after(KILL_AFTER)
-        first = _start(config)
+        first = consume_process(config, "m")
         try:
             await wait_for(lambda: marquez.held > 0 or first.poll() is not None, what="hold")
-            assert first.poll() is None, first.stderr.read().decode() if first.stderr else ""
+            assert first.poll() is None, first.log()
         finally:
             first.send_signal(signal.SIGKILL)
             await asyncio.to_thread(first.wait)
         assert len(marquez.events) == KILL_AFTER
         marquez.release()
 
-        second = _start(config)
-        try:
-            await wait_for(
-                lambda: (
-                    len({e["run"]["facets"]["seq"]["n"] for e in marquez.events}) == EVENTS
-                    or second.poll() is not None
-                ),
-                within=60,
-                what="every event after the restart",
-            )
-            skipped = await _duplicates_skipped(port)
-        finally:
-            second.send_signal(signal.SIGTERM)
-            _, stderr = await asyncio.to_thread(second.communicate, timeout=30)
-        assert second.returncode == 0, stderr.decode()
+        skipped = await consume_until(
+            config,
+            "m",
+            port,
+            lambda: len({e["run"]["facets"]["seq"]["n"] for e in marquez.events}) == EVENTS,
+        )
 
     stored = Counter(e["run"]["facets"]["seq"]["n"] for e in marquez.events)
     assert set(stored) == set(range(EVENTS))  # at least once
@@ -130,4 +89,7 @@ async def test_sigkill_mid_stream_then_restart_delivers_everything(
     else:
         assert duplicates == KILL_AFTER and skipped == 0
     # SIGTERM finished the in-flight work, committed it and left the group.
-    assert await asyncio.to_thread(_committed, broker.bootstrap_servers, topic) == EVENTS
+    committed = await asyncio.to_thread(
+        committed_offsets, broker.bootstrap_servers, f"group.{topic}", topic, 1
+    )
+    assert committed == [EVENTS]

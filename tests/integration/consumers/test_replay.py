@@ -61,7 +61,7 @@ def _config(marquez_url: str, bootstrap: str = "embedded") -> ProxyConfig:
                     "target": {
                         "kind": "marquez",
                         "url": marquez_url,
-                        "retry": {"max_attempts": 2, "initial_backoff_seconds": 0.01},
+                        "retry": {"initial_backoff_seconds": 0.01},
                     }
                 }
             },

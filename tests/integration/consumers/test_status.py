@@ -1,5 +1,6 @@
 """Several daemons in one process (as `consume --all` runs them), each with /metrics and
-/healthz showing delivered counts, lag per partition and the circuit state."""
+/healthz showing delivered counts, lag per partition and the circuit state; /healthz is
+503, saying why, while the circuit is open or Kafka is unreachable."""
 
 from __future__ import annotations
 
@@ -11,13 +12,14 @@ import pytest
 
 from consumers.run import running_daemons
 from proxy.config import ProxyConfig
-from proxy.embedded_broker import free_port
+from proxy.embedded_broker import EmbeddedBroker, free_port
 from tests.doubles.datahub_double import DataHubDouble
 from tests.doubles.marquez_double import MarquezDouble
 from tests.integration.consumers.conftest import (
     FAST_BREAKER,
     FAST_RETRY,
     TEST_GROUP,
+    create_topic,
     encoded,
     produce,
     sequenced_run_events,
@@ -88,14 +90,66 @@ async def test_two_daemons_in_one_process_with_status_endpoints(broker, topic_wi
             await wait_for(lambda: len(datahub.events) == len(events), what="datahub events")
             # Marquez is down: its daemon holds the events back and says so.
             await _metrics_when_lag_is(session, base, len(events))
-            status, health = await _get(session, base + "/healthz")
-            assert status == 200 and json.loads(health)["circuit"] in ("open", "half-open")
+            status, body = await _get(session, base + "/healthz")
+            health = json.loads(body)
+            assert status == 503 and health["circuit"] in ("open", "half-open")
+            [problem] = health["problems"]
+            assert problem.startswith("circuit") and "connection" in problem.lower()
             await marquez.up()
             await wait_for(lambda: len(marquez.events) == len(events), what="marquez events")
             metrics = await _metrics_when_lag_is(session, base, 0)
             delivered = 'lineage_consumer_delivered_total{consumer="marquez"}'
             assert f"{delivered} {len(events)}.0" in metrics
-            health = json.loads((await _get(session, base + "/healthz"))[1])
+            status, body = await _get(session, base + "/healthz")
+            health = json.loads(body)
+            assert status == 200 and health["status"] == "ok" and health["problems"] == []
             assert health["group"] == "lineage-proxy.marquez" and health["circuit"] == "closed"
             assert len(health["assigned"]) == 3 and set(health["lag"].values()) == {0}
     assert len(marquez.events) == len(datahub.events) == len(events)
+
+
+async def test_healthz_is_503_while_kafka_is_unreachable_then_200_once_it_is_back(topic):
+    """A daemon pointed at a port where no broker listens says so (and, past the session
+    timeout, that it holds no partitions); once a broker listens there and the daemon
+    joins, /healthz is 200 again without a restart."""
+    port, kafka_port = free_port(), free_port()
+    kafka = EmbeddedBroker(port=kafka_port)  # not started yet: nothing listens
+    config = ProxyConfig.model_validate(
+        {
+            "kafka": {"bootstrap_servers": kafka.bootstrap_servers, "topic": topic},
+            "consumers": {
+                "marquez": {
+                    "group": TEST_GROUP,
+                    "target": {"kind": "marquez", "url": "http://127.0.0.1:9"},
+                    "status_port": port,
+                }
+            },
+        }
+    )
+    url = f"http://127.0.0.1:{port}/healthz"
+
+    async def health_when(session, check) -> tuple[int, dict]:
+        async with asyncio.timeout(30):
+            while True:
+                status, body = await _get(session, url)
+                if check(status, json.loads(body)):
+                    return status, json.loads(body)
+                await asyncio.sleep(0.2)
+
+    try:
+        async with (
+            running_daemons(config, ["marquez"], kafka.bootstrap_servers),
+            aiohttp.ClientSession() as session,
+        ):
+            status, health = await health_when(session, lambda s, h: len(h["problems"]) == 2)
+            assert status == 503
+            unreachable, unassigned = health["problems"]
+            assert unreachable.startswith("Kafka unreachable") and "brokers are down" in unreachable
+            assert unassigned.startswith("no partitions assigned")
+
+            await asyncio.to_thread(kafka.start)
+            await asyncio.to_thread(create_topic, kafka.bootstrap_servers, topic, 1)
+            status, health = await health_when(session, lambda s, h: s == 200)
+            assert health["problems"] == [] and health["assigned"] == [f"{topic}[0]"]
+    finally:
+        kafka.stop()

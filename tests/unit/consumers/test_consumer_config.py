@@ -87,3 +87,21 @@ def test_consume_refuses_the_embedded_broker(tmp_path, capsys):
     path = _write(tmp_path, GOOD.replace("127.0.0.1:9092", "embedded"))
     assert main(["consume", "--all", "--config", str(path)]) == 2
     assert "embedded" in capsys.readouterr().err
+
+
+def test_a_consumer_rejects_max_attempts_because_it_never_gives_up(tmp_path):
+    retry = "      url: http://marquez:5000\n      retry: {max_attempts: 8}"
+    path = _write(tmp_path, GOOD.replace("      url: http://marquez:5000", retry))
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, environ={})
+    assert "max_attempts" in str(caught.value) and "never gives up" in str(caught.value)
+
+
+def test_consumer_retry_defaults_never_give_up_and_are_capped_low(tmp_path):
+    config = load_config(_write(tmp_path, GOOD), environ={})
+    marquez = config.consumers["to-marquez"]
+    assert marquez.target.retry.max_attempts is None  # until delivered
+    assert marquez.circuit_breaker.max_open_seconds <= 5
+    assert marquez.target.retry.max_backoff_seconds <= 5
+    # A dumped config loads again (as tests and tools round-trip it).
+    assert type(config).model_validate(config.model_dump()) == config

@@ -1,4 +1,5 @@
-"""Backoff with full jitter, the retry loop and the circuit breaker."""
+"""Backoff with full jitter, the retry policy (retry or give up), the retry loop and the
+circuit breaker."""
 
 from __future__ import annotations
 
@@ -8,13 +9,62 @@ import pytest
 
 from proxy.destinations import DeliveryError
 from proxy.destinations.retry import (
+    BreakerConfig,
     CircuitBreaker,
+    CircuitState,
     RetryConfig,
+    Verdict,
     backoff_seconds,
     deliver_with_retries,
+    verdict,
 )
 
 FAST = RetryConfig(max_attempts=4, initial_backoff_seconds=0.001, max_backoff_seconds=0.004)
+RETRIABLE = DeliveryError("t", "HTTP 503", retriable=True)
+REFUSED = DeliveryError("t", "HTTP 400", retriable=False)
+
+
+def breaker(threshold: int, open_seconds: float, max_open_seconds: float = 5.0) -> CircuitBreaker:
+    return CircuitBreaker(
+        BreakerConfig(
+            threshold=threshold, open_seconds=open_seconds, max_open_seconds=max_open_seconds
+        )
+    )
+
+
+@pytest.mark.parametrize("attempts", [1, 4, 5, 50, 10**6])
+def test_until_delivered_never_gives_up_on_a_retriable_failure(attempts):
+    # What a consumer uses: however long the outage, no dead-letter decision.
+    assert verdict(RETRIABLE, attempts, RetryConfig().until_delivered()) is Verdict.RETRY
+
+
+@pytest.mark.parametrize("attempts", [0, 1, 10**6])
+def test_a_refused_event_is_given_up_at_once(attempts):
+    assert verdict(REFUSED, attempts, RetryConfig().until_delivered()) is Verdict.GIVE_UP
+    assert verdict(REFUSED, attempts, FAST) is Verdict.GIVE_UP
+
+
+def test_a_route_gives_up_on_retriable_failures_after_max_attempts():
+    assert verdict(RETRIABLE, FAST.max_attempts - 1, FAST) is Verdict.RETRY
+    assert verdict(RETRIABLE, FAST.max_attempts, FAST) is Verdict.GIVE_UP
+
+
+def test_default_backoff_and_probe_interval_are_capped_at_5_seconds():
+    # A target that is back gets traffic again within seconds, however long it was down.
+    assert backoff_seconds(100, RetryConfig(), lambda: 1.0) == 5.0
+    down = CircuitBreaker()
+    for _ in range(down.config.threshold):
+        down.record_failure()
+    for _ in range(20):  # twenty failed probes: the interval stops doubling at the cap
+        down._probing = True
+        down.record_failure()
+    assert down._open_seconds == 5.0 and down.seconds_to_probe() <= 5.0
+
+
+def test_probe_interval_cap_is_configurable_and_checked():
+    assert BreakerConfig(open_seconds=0.5, max_open_seconds=2).max_open_seconds == 2
+    with pytest.raises(ValueError, match="open_seconds"):
+        BreakerConfig(open_seconds=10, max_open_seconds=5)
 
 
 def test_backoff_is_full_jitter_under_an_exponential_cap():
@@ -75,34 +125,88 @@ async def test_retry_after_is_honoured_and_capped():
 
 
 async def test_breaker_opens_after_threshold_and_outage_does_not_use_up_attempts():
-    breaker = CircuitBreaker(threshold=2, open_seconds=0.01, max_open_seconds=0.02)
+    down = breaker(threshold=2, open_seconds=0.01, max_open_seconds=0.02)
     # 12 failures in a row would exhaust 4 attempts; with the breaker open, only the
     # failures before it opened count against the message.
     attempt = Flaky(12, DeliveryError("t", "down", retriable=True))
-    assert await deliver_with_retries(attempt, FAST, breaker=breaker) == "ok"
+    assert await deliver_with_retries(attempt, FAST, breaker=down) == "ok"
     assert attempt.calls == 13
-    assert breaker.state == "closed"
+    assert down.state is CircuitState.CLOSED
+
+
+async def test_the_failure_that_opens_the_circuit_does_not_give_up_the_event():
+    # Issue 13: threshold == max_attempts, one caller: its 5th failure opened the circuit
+    # and used up its attempts at once, and the event was dead-lettered.
+    # A consumer's policy never gives up on a retriable failure, whatever opens.
+    config = RetryConfig(initial_backoff_seconds=0.001).until_delivered()
+    down = breaker(threshold=5, open_seconds=0.01, max_open_seconds=0.02)
+    attempt = Flaky(8, RETRIABLE)
+    assert await deliver_with_retries(attempt, config, breaker=down) == "ok"
+    assert attempt.calls == 9
+
+
+async def test_until_delivered_outlasts_any_number_of_retriable_failures():
+    config = FAST.until_delivered()
+    attempt = Flaky(60, RETRIABLE)
+    assert await deliver_with_retries(attempt, config) == "ok"
+    assert attempt.calls == 61
+    refused = Flaky(60, REFUSED)
+    with pytest.raises(DeliveryError, match="400"):
+        await deliver_with_retries(refused, config, breaker=breaker(1, 0.01))
+    assert refused.calls == 1
+
+
+async def test_while_open_the_breaker_paces_tries_instead_of_the_backoff():
+    # A slow backoff would keep a recovered target waiting; the probe interval does not.
+    slow = RetryConfig(initial_backoff_seconds=60, max_backoff_seconds=60).until_delivered()
+    down = breaker(threshold=1, open_seconds=0.01, max_open_seconds=0.02)
+    delays: list[float] = []
+    attempt = Flaky(3, RETRIABLE)
+    retries = deliver_with_retries(
+        attempt, slow, breaker=down, on_retry=lambda e, n, d: delays.append(d)
+    )
+    result = await asyncio.wait_for(retries, 5)
+    assert result == "ok" and all(d <= 0.02 for d in delays)
+
+
+async def test_a_cancelled_probe_lets_another_caller_probe():
+    down = breaker(threshold=1, open_seconds=0.01)
+    down.record_failure()
+    hanging = asyncio.Event()
+
+    async def never_answers() -> str:
+        await hanging.wait()
+        return "late"
+
+    probe = asyncio.create_task(deliver_with_retries(never_answers, FAST, breaker=down))
+    await asyncio.sleep(0.05)
+    assert down.state is CircuitState.HALF_OPEN
+    probe.cancel()
+    await asyncio.gather(probe, return_exceptions=True)
+    assert down.state is CircuitState.OPEN
+    next_caller = deliver_with_retries(Flaky(0, RETRIABLE), FAST, breaker=down)
+    assert await asyncio.wait_for(next_caller, 1) == "ok"
 
 
 async def test_open_breaker_holds_other_callers_until_the_probe_succeeds():
-    breaker = CircuitBreaker(threshold=1, open_seconds=0.05)
-    assert breaker.record_failure() is True
-    assert breaker.state == "open"
-    waiter = asyncio.create_task(breaker.wait_turn())
+    down = breaker(threshold=1, open_seconds=0.05)
+    assert down.record_failure() is True
+    assert down.state is CircuitState.OPEN
+    waiter = asyncio.create_task(down.wait_turn())
     await asyncio.sleep(0.1)  # past open_seconds: the waiter becomes the probe
-    await asyncio.wait_for(waiter, 1)
-    assert breaker.state == "half-open"
-    second = asyncio.create_task(breaker.wait_turn())
+    assert await asyncio.wait_for(waiter, 1) is True
+    assert down.state is CircuitState.HALF_OPEN
+    second = asyncio.create_task(down.wait_turn())
     await asyncio.sleep(0.02)
     assert not second.done()  # one probe at a time
-    breaker.record_success()
-    await asyncio.wait_for(second, 1)
-    assert breaker.state == "closed"
+    down.record_success()
+    assert await asyncio.wait_for(second, 1) is False
+    assert down.state is CircuitState.CLOSED
 
 
 def test_failed_probe_reopens_for_longer():
-    breaker = CircuitBreaker(threshold=1, open_seconds=1, max_open_seconds=3)
-    breaker.record_failure()
-    breaker._probing = True  # as wait_turn sets it for the probe
-    assert breaker.record_failure() is False
-    assert breaker.state == "open" and breaker._open_seconds == 2
+    down = breaker(threshold=1, open_seconds=1, max_open_seconds=3)
+    down.record_failure()
+    down._probing = True  # as wait_turn sets it for the probe
+    assert down.record_failure() is False
+    assert down.state is CircuitState.OPEN and down._open_seconds == 2
