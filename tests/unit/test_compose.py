@@ -11,24 +11,19 @@ the ports the services listen on; the Dockerfile is pinned and has a HEALTHCHECK
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 import pytest
 import yaml
-from pydantic import BaseModel
 
 from proxy.config import ProxyConfig, load_config
-from routing_rules.loader import BUILTIN_RULES, load_rules_file
+from tests.config_paths import CONFIG_INPUTS, config_leaves, used_paths
 from tests.conftest import REPO
 
 COMPOSE = REPO / "compose"
 DOCKERFILE = COMPOSE / "Dockerfile"
-
-# Config fields the services read (they must come from a mount or the image); every other
-# path in our config is written to.
-CONFIG_INPUTS = {"routing.rules", "validation.extra_schema_dir"}
 
 # Broker properties (Kafka's broker configuration docs) that the stack sets through the
 # apache/kafka image's KAFKA_<PROPERTY> variables.
@@ -211,50 +206,10 @@ def _running_config(service: dict) -> RunningConfig:
     return RunningConfig(config, host.parent, target.parent)
 
 
-def _leaves(value: object, dotted: str = "") -> Iterator[tuple[str, object]]:
-    """(dotted name, value) of every scalar in a config model, lists and dicts included."""
-    if isinstance(value, BaseModel):
-        for field in type(value).model_fields:
-            yield from _leaves(getattr(value, field), f"{dotted}.{field}".lstrip("."))
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield from _leaves(item, f"{dotted}.{key}")
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            yield from _leaves(item, f"{dotted}.{i}")
-    else:
-        yield dotted, value
-
-
-def _model_paths(value: object, dotted: str) -> Iterator[tuple[str, Path]]:
-    return ((name, leaf) for name, leaf in _leaves(value, dotted) if isinstance(leaf, Path))
-
-
 def _config_paths(service: dict) -> tuple[RunningConfig, dict[str, PurePosixPath]]:
-    """Every path the service's process uses: for `consume NAME`, those of that consumer;
-    for `serve`, those of every other section, of the consumers it runs in-process and the
-    archive directories of its rules file."""
     running = _running_config(service)
-    config = running.config
-    command = service["command"]
-    serves = command[0] == "serve"
-    runs = config.server.run_consumers if serves else command[1:2]
-    paths = {
-        name: running.in_container(path)
-        for section in type(config).model_fields
-        if serves and section != "consumers"
-        for name, path in _model_paths(getattr(config, section), section)
-    }
-    for consumer in runs:
-        for name, path in _model_paths(config.consumers[consumer], f"consumers.{consumer}"):
-            paths[name] = running.in_container(path)
-    if serves:
-        rules = load_rules_file(config.routing.rules or BUILTIN_RULES)
-        for name, destination in rules.destinations.items():
-            if destination.kind == "archive":
-                directory = config.routing.archive_root / destination.directory
-                paths[f"rules destination {name}"] = running.in_container(directory)
-    return running, paths
+    paths = used_paths(running.config, service["command"])
+    return running, {name: running.in_container(path) for name, path in paths.items()}
 
 
 def _dockerfile_state_dirs() -> set[PurePosixPath]:
@@ -369,7 +324,7 @@ def test_our_services_env_is_config_overrides_or_secrets_the_config_names():
         config = _running_config(service).config
         secrets = {
             value
-            for field, value in _leaves(config)
+            for field, value in config_leaves(config)
             if field.endswith("_env") and isinstance(value, str)
         }
         for variable in _environment(service):
