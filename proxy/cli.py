@@ -13,9 +13,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import orjson
+from pydantic import ValidationError
 
 from proxy import __version__
-from proxy.config import ConfigError, ProxyConfig, load_config
+from proxy.config import ConfigError, ProxyConfig, ServerConfig, load_config
 from proxy.logs import setup_logging
 
 __all__ = ["main"]
@@ -31,15 +32,29 @@ def _config(args: argparse.Namespace) -> ProxyConfig:
     return config
 
 
+class UsageError(Exception):
+    """A bad option value or an environment the command cannot run in: one line, exit 2."""
+
+
+def _with_port(config: ProxyConfig, port: int) -> ProxyConfig:
+    """``--port`` checked by the same rules as ``server.port`` in the config file."""
+    try:
+        server = ServerConfig.model_validate({**config.server.model_dump(), "port": port})
+    except ValidationError as exc:
+        raise UsageError(f"--port {port}: {exc.errors()[0]['msg']}") from None
+    return config.model_copy(update={"server": server})
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from proxy.serve import run_server
+    from proxy.serve import CannotListen, run_server
 
     config = _config(args)
     if args.port is not None:
-        config = config.model_copy(
-            update={"server": config.server.model_copy(update={"port": args.port})}
-        )
-    run_server(config)
+        config = _with_port(config, args.port)
+    try:
+        run_server(config)
+    except CannotListen as exc:
+        raise UsageError(str(exc)) from None
     return EXIT_OK
 
 
@@ -290,6 +305,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return func(args)
     except ConfigError as exc:
         print(f"configuration error:\n{exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except UsageError as exc:
+        print(f"lineage-proxy {args.command}: {exc}", file=sys.stderr)
         return EXIT_USAGE
 
 

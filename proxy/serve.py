@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import resource
 import signal
@@ -21,9 +22,24 @@ from proxy.config import ProxyConfig
 from proxy.connections import GuardedSite
 from proxy.embedded_broker import EmbeddedBroker
 
-__all__ = ["run_server", "serving"]
+__all__ = ["CannotListen", "run_server", "serving"]
 
 log = logging.getLogger(__name__)
+
+# What a user can do about a failed bind, in their words rather than the OS's.
+_BIND_REASONS = {
+    errno.EADDRINUSE: "address in use",
+    errno.EACCES: "permission denied (ports below 1024 need privileges)",
+    errno.EADDRNOTAVAIL: "no such local address",
+}
+
+
+class CannotListen(Exception):
+    """The server socket could not be bound: a usage problem (the CLI exits 2), not a crash."""
+
+    def __init__(self, host: str, port: int, error: OSError) -> None:
+        reason = _BIND_REASONS.get(error.errno or 0) or (error.strerror or str(error)).lower()
+        super().__init__(f"cannot listen on {host}:{port}: {reason}")
 
 
 @contextlib.asynccontextmanager
@@ -36,7 +52,10 @@ async def serving(app: web.Application) -> AsyncIterator[int]:
     try:
         app[CONNECTIONS].apply_fd_limit()
         site = GuardedSite(runner, app[CONNECTIONS], server.host, server.port)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as exc:
+            raise CannotListen(server.host, server.port, exc) from None
         yield site.port
     finally:
         await runner.cleanup()

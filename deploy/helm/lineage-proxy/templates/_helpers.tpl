@@ -1,0 +1,82 @@
+{{/* Names and labels shared by every object of the chart. */}}
+{{- define "lineage-proxy.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "lineage-proxy.labels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "lineage-proxy.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag }}
+{{- end -}}
+
+{{/* Kafka SASL credentials from the Secret, as overrides of the librdkafka settings at
+     the config path given (e.g. KAFKA__PRODUCER). */}}
+{{- define "lineage-proxy.kafkaCredentials" -}}
+{{- $creds := .root.Values.kafka.credentials -}}
+{{- if $creds.secretName }}
+- name: LINEAGE_PROXY__{{ .path }}__SASL.USERNAME
+  valueFrom:
+    secretKeyRef:
+      name: {{ $creds.secretName }}
+      key: {{ $creds.usernameKey }}
+- name: LINEAGE_PROXY__{{ .path }}__SASL.PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ $creds.secretName }}
+      key: {{ $creds.passwordKey }}
+{{- end }}
+{{- end -}}
+
+{{/* Environment every pod gets: the rules file, secrets, Kafka credentials. */}}
+{{- define "lineage-proxy.commonEnv" -}}
+{{- if .Values.rules }}
+- name: LINEAGE_PROXY__ROUTING__RULES
+  value: /etc/lineage-proxy/rules.yaml
+{{- end }}
+{{- range .Values.secretEnv }}
+- name: {{ .name }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ .secretName }}
+      key: {{ .key }}
+{{- end }}
+{{- include "lineage-proxy.kafkaCredentials" (dict "root" . "path" "KAFKA__PRODUCER") }}
+{{- end -}}
+
+{{/* Config, state and /tmp volumes, and where the containers mount them. */}}
+{{- define "lineage-proxy.volumes" -}}
+- name: config
+  configMap:
+    name: {{ include "lineage-proxy.fullname" . }}
+- name: state
+  {{- toYaml .Values.stateVolume | nindent 2 }}
+- name: tmp
+  emptyDir: {}
+{{- end -}}
+
+{{- define "lineage-proxy.volumeMounts" -}}
+- name: config
+  mountPath: /etc/lineage-proxy
+  readOnly: true
+- name: state
+  mountPath: /var/lib/lineage-proxy
+- name: tmp
+  mountPath: /tmp
+{{- end -}}
+
+{{- define "lineage-proxy.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+capabilities:
+  drop: [ALL]
+{{- end -}}
