@@ -4,8 +4,8 @@ Follows the official Spark integration's shape: one application job (jobType
 APPLICATION, integration SPARK) with START and COMPLETE, and one job per reported action
 (SQL_JOB, BATCH) with START and COMPLETE or FAIL whose ``parent`` facet points at the
 application run (and ``root`` at the application's own parent when it has one, else at
-the application run). Job names are ``<app>.<command>.<target>`` normalised like the
-official ``NameNormalizer``. Pure: no JVM, no I/O.
+the application run). Job names are ``<app>.<command>.<target>`` built like the official
+``JobNameBuilder``. Pure: no JVM, no I/O.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from spark_emitter.column_lineage import (
     column_lineage,
     plan_output,
 )
+from spark_emitter.dataset_trimming import trim_dataset_name
 from spark_emitter.execution import ExecutionFacts, ReadFacts, WriteFacts
 from spark_emitter.plan import Attribute, type_name
 
@@ -78,14 +79,22 @@ class AppContext:
 
 
 def normalize_name(text: str) -> str:
-    """``camelCase Words`` → ``camel_case_words``, as the official integration names jobs."""
-    trimmed = re.sub(r"[^\w]+$", "", re.sub(r"^[^\w]+", "", text))
+    """``camelCase Words`` → ``camel_case_words``, as the official ``NameNormalizer`` (1.41+).
+
+    Ends trimmed of non-word characters, accents dropped, words split at a lower-case →
+    upper-case change, before a capitalised word, and between a digit and an upper-case
+    letter (``tbl1x`` stays, ``tbl1X`` → ``tbl1_x``, a UUID is left whole), then lower case
+    with every run of other characters one ``_``. Like Java's, the classes are ASCII.
+    """
+    trimmed = re.sub(r"[^\w]+$", "", re.sub(r"^[^\w]+", "", text, flags=re.ASCII), flags=re.ASCII)
     plain = "".join(
-        c for c in unicodedata.normalize("NFKD", trimmed) if not unicodedata.combining(c)
+        c
+        for c in unicodedata.normalize("NFKD", trimmed)
+        if not unicodedata.category(c).startswith("M")
     )
     words = re.sub(r"([a-z])([A-Z])", r"\1 \2", plain)
     words = re.sub(r"(?<!^)([A-Z])([a-z])", r" \1\2", words)
-    words = re.sub(r"(\d)(?=\D)", r"\1 ", words)
+    words = re.sub(r"(\d)(?=[A-Z])", r"\1 ", words)
     return re.sub(r"[^a-zA-Z0-9]+", "_", words.lower())
 
 
@@ -189,21 +198,32 @@ def is_reported(facts: ExecutionFacts) -> bool:
     return any(r.dataset is not None for r in facts.reads)
 
 
+def _last_two_parts(name: str) -> str:
+    """The official ``trimPath``: ``/wh/sales.db/orders`` → ``sales.db_orders``."""
+    if name.rfind("/") <= 0:
+        return name
+    parts = name.split("/")
+    while parts and not parts[-1]:  # Java's split drops trailing empty parts
+        parts.pop()
+    return "_".join(parts[-2:])
+
+
 def _target_suffix(write: WriteFacts | None) -> str | None:
-    """The official suffix: ``db_table`` for tables, the last two path parts for paths."""
+    """What the official integration appends: ``db_table`` when a table is created or
+    dropped, else the last two parts of the written location with partitions trimmed."""
     if write is None:
         return None
-    if write.symlink is not None:
-        return write.symlink[1].replace(".", "_")
-    parts = write.dataset[1].rstrip("/").split("/")
-    return "_".join(p for p in parts[-2:] if p)
+    if write.job_named_by_table and write.symlink is not None:
+        return write.symlink[1]
+    return _last_two_parts(trim_dataset_name(write.dataset[1]))
 
 
 def job_name(app: AppContext, facts: ExecutionFacts) -> str:
-    """``<app>.<command>.<target>``, each part normalised."""
+    """``<app>.<command>.<target>``: app and command normalised; the target only has its
+    dots replaced, as the official ``JobNameBuilder`` does (case and ``-`` are kept)."""
     name = f"{app.app_name}.{normalize_name(facts.command)}"
     suffix = _target_suffix(facts.write) if app.append_dataset_name else None
-    return f"{name}.{normalize_name(suffix)}" if suffix else name
+    return f"{name}.{suffix.replace('.', '_')}" if suffix else name
 
 
 def _schema_facet(fields: list[tuple[str, str]]) -> dict[str, Any]:

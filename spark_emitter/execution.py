@@ -45,6 +45,9 @@ class WriteFacts:
     data_source: str | None = None
     output_names: list[str] | None = None
     partition_columns: list[str] = field(default_factory=list)
+    # Commands that create or drop a table suffix their job with the table's ``db_table``;
+    # inserts (into paths or tables) with the last two parts of the written location.
+    job_named_by_table: bool = False
 
 
 @dataclass

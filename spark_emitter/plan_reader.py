@@ -161,7 +161,8 @@ def _write(root: Any, root_node: Node, context: CatalogContext) -> tuple[Any, Wr
         names = None
         partitions = [str(n) for n in _seq(table.partitionColumnNames())]
         source = str(_option(table.provider()) or "") or None
-        return root.query(), WriteFacts(dataset, symlink, lifecycle, source, names, partitions)
+        write = WriteFacts(dataset, symlink, lifecycle, source, names, partitions, True)
+        return root.query(), write
     if kind == "InsertIntoHiveTable":
         dataset, symlink = _table_names(root.table(), context)
         lifecycle = "OVERWRITE" if root.overwrite() else None
@@ -177,7 +178,7 @@ def _write(root: Any, root_node: Node, context: CatalogContext) -> tuple[Any, Wr
         return root.query(), None
     if kind in _CREATE_TABLE:
         dataset, symlink = _table_names(getattr(root, _CREATE_TABLE[kind])(), context)
-        return None, WriteFacts(dataset, symlink, "CREATE")
+        return None, WriteFacts(dataset, symlink, "CREATE", job_named_by_table=True)
     if kind in ("DropTable", "DropTableCommand"):
         return None, _dropped_table(root, kind, context)
     return root, None
@@ -199,7 +200,8 @@ def _dropped_table(root: Any, kind: str, context: CatalogContext) -> WriteFacts 
     )
     location = context.session.sessionState().catalog().defaultTablePath(jvm_identifier)
     symlink = table_symlink(database, table, context.metastore_uri, context.warehouse)
-    return WriteFacts(path_dataset(str(location.toString())), symlink, "DROP")
+    location_dataset = path_dataset(str(location.toString()))
+    return WriteFacts(location_dataset, symlink, "DROP", job_named_by_table=True)
 
 
 def _write_metrics(executed: Any) -> tuple[int | None, int | None, int | None]:
