@@ -25,6 +25,7 @@ from spark_emitter.column_lineage import (
     column_lineage,
     plan_output,
 )
+from spark_emitter.dataset_naming import DatasetName
 from spark_emitter.dataset_trimming import trim_dataset_name
 from spark_emitter.execution import ExecutionFacts, ReadFacts, WriteFacts
 from spark_emitter.plan import Attribute, type_name
@@ -42,6 +43,8 @@ __all__ = [
 PRODUCER = f"https://github.com/lineage-proxy/lineage-proxy/tree/{__version__}/spark_emitter"
 SCHEMA_URL = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent"
 _FACETS = "https://openlineage.io/spec/facets"
+_SUBSET_SCHEMA = f"{_FACETS}/1-0-0/BaseSubsetDatasetFacet.json"
+_SUBSET_DEFS = {"input": "InputSubsetInputDatasetFacet", "output": "OutputSubsetOutputDatasetFacet"}
 _SPARK_PROPERTIES_SCHEMA = f"{PRODUCER}/SparkPropertiesFacet.json#/$defs/SparkPropertiesFacet"
 
 # Executions Spark runs for display or internally (schema inference, show(), first()):
@@ -270,23 +273,45 @@ def _column_lineage_facet(lineage: ColumnLineage) -> dict[str, Any]:
     return facet
 
 
+def _trimmed(dataset: DatasetName) -> DatasetName:
+    return dataset[0], trim_dataset_name(dataset[1])
+
+
+def _add_location(dataset: dict[str, Any], container: str, name: str) -> None:
+    """Record a partition ``name`` that was trimmed into ``dataset`` in its ``subset`` facet
+    (``LocationSubsetCondition``), where the official integration keeps them."""
+    facets = dataset.setdefault(f"{container}Facets", {})
+    subset = facets.setdefault(
+        "subset",
+        {
+            "_producer": PRODUCER,
+            "_schemaURL": f"{_SUBSET_SCHEMA}#/$defs/{_SUBSET_DEFS[container]}",
+            f"{container}Condition": {"type": "location", "locations": []},
+        },
+    )
+    locations = subset[f"{container}Condition"]["locations"]
+    if name not in locations:
+        locations.append(name)
+
+
 def _inputs(facts: ExecutionFacts) -> list[dict[str, Any]]:
+    """One input per dataset read, partition directories trimmed and merged into it."""
     leaves = [node for node in facts.query.walk() if not node.children] if facts.query else []
-    seen: dict[tuple[str, str], dict[str, Any]] = {}
+    seen: dict[DatasetName, dict[str, Any]] = {}
 
     def add(read: ReadFacts, attrs: list[Attribute]) -> None:
-        if read.dataset is None or read.dataset in seen:
+        if read.dataset is None:
             return
-        facets: dict[str, Any] = {"dataSource": _datasource(read.dataset[0])}
-        if attrs:
-            facets["schema"] = _schema_facet([(a.name, type_name(a.data_type)) for a in attrs])
-        if read.symlink is not None:
-            facets["symlinks"] = _symlinks(read.symlink)
-        seen[read.dataset] = {
-            "namespace": read.dataset[0],
-            "name": read.dataset[1],
-            "facets": facets,
-        }
+        name = _trimmed(read.dataset)
+        if name not in seen:
+            facets: dict[str, Any] = {"dataSource": _datasource(name[0])}
+            if attrs:
+                facets["schema"] = _schema_facet([(a.name, type_name(a.data_type)) for a in attrs])
+            if read.symlink is not None:
+                facets["symlinks"] = _symlinks(read.symlink)
+            seen[name] = {"namespace": name[0], "name": name[1], "facets": facets}
+        if name != read.dataset:
+            _add_location(seen[name], "input", read.dataset[1])
 
     for index, read in enumerate(facts.reads):
         add(read, plan_output(leaves[index]) if index < len(leaves) else [])
@@ -299,7 +324,8 @@ def _outputs(facts: ExecutionFacts, complete: bool) -> list[dict[str, Any]]:
     write = facts.write
     if write is None:
         return []
-    facets: dict[str, Any] = {"dataSource": _datasource(write.dataset[0])}
+    name = _trimmed(write.dataset)
+    facets: dict[str, Any] = {"dataSource": _datasource(name[0])}
     output_facets: dict[str, Any] = {}
     if facts.output_schema:
         names = write.output_names or []
@@ -310,7 +336,8 @@ def _outputs(facts: ExecutionFacts, complete: bool) -> list[dict[str, Any]]:
         else:
             facets["schema"] = _schema_facet(facts.output_schema)
     if facts.query is not None:
-        lineage = column_lineage(facts.query, [r.dataset for r in facts.reads], write.output_names)
+        read = [_trimmed(r.dataset) if r.dataset else None for r in facts.reads]
+        lineage = column_lineage(facts.query, read, write.output_names)
         if lineage.fields or lineage.dataset:
             facets["columnLineage"] = _column_lineage_facet(lineage)
     if write.symlink is not None:
@@ -328,13 +355,11 @@ def _outputs(facts: ExecutionFacts, complete: bool) -> list[dict[str, Any]]:
         output_facets["outputStatistics"] = _facet(
             "OutputStatisticsOutputDatasetFacet", "1-0-2", **statistics
         )
-    dataset: dict[str, Any] = {
-        "namespace": write.dataset[0],
-        "name": write.dataset[1],
-        "facets": facets,
-    }
+    dataset: dict[str, Any] = {"namespace": name[0], "name": name[1], "facets": facets}
     if output_facets:
         dataset["outputFacets"] = output_facets
+    if name != write.dataset:
+        _add_location(dataset, "output", write.dataset[1])
     return [dataset]
 
 

@@ -46,3 +46,26 @@ def test_insert_into_table_and_into_partition_directory_have_the_official_job_na
     # A partition directory written directly: named by the dataset's directory.
     partition_write = _runs_named(lineage_receiver, f"{INSERT}.{tmp_path.name}_events")
     assert [e["eventType"] for e in partition_write] == ["START", "COMPLETE"]
+
+
+def test_partition_directories_read_and_written_are_named_by_their_dataset(
+    spark: SparkSession,
+    emitter: LineageEmitter,
+    lineage_receiver: LineageReceiver,
+    tmp_path: Path,
+) -> None:
+    days = [tmp_path / "events" / f"dt=2024-01-0{day}" for day in (1, 2)]
+    for day in days:
+        spark.range(2).write.parquet(str(day))
+    first, second = (spark.read.parquet(str(day)) for day in days)
+    daily = tmp_path / "daily" / "dt=2024-01-02"
+    first.union(second).write.parquet(str(daily))
+    settle(emitter)
+
+    start, complete = lineage_receiver.jobs_writing(tmp_path / "daily")
+    assert start["job"]["name"] == complete["job"]["name"] == f"{INSERT}.{tmp_path.name}_daily"
+    assert [i["name"] for i in complete["inputs"]] == [str(tmp_path / "events")]
+    condition = complete["inputs"][0]["inputFacets"]["subset"]["inputCondition"]
+    assert condition == {"type": "location", "locations": [str(day) for day in days]}
+    output = complete["outputs"][0]
+    assert output["outputFacets"]["subset"]["outputCondition"]["locations"] == [str(daily)]
