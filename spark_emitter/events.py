@@ -300,18 +300,18 @@ def _inputs(facts: ExecutionFacts) -> list[dict[str, Any]]:
     seen: dict[DatasetName, dict[str, Any]] = {}
 
     def add(read: ReadFacts, attrs: list[Attribute]) -> None:
-        if read.dataset is None:
-            return
-        name = _trimmed(read.dataset)
-        if name not in seen:
-            facets: dict[str, Any] = {"dataSource": _datasource(name[0])}
-            if attrs:
-                facets["schema"] = _schema_facet([(a.name, type_name(a.data_type)) for a in attrs])
-            if read.symlink is not None:
-                facets["symlinks"] = _symlinks(read.symlink)
-            seen[name] = {"namespace": name[0], "name": name[1], "facets": facets}
-        if name != read.dataset:
-            _add_location(seen[name], "input", read.dataset[1])
+        for dataset in read.datasets:
+            name = _trimmed(dataset)
+            if name not in seen:
+                facets: dict[str, Any] = {"dataSource": _datasource(name[0])}
+                if attrs:
+                    fields = [(a.name, type_name(a.data_type)) for a in attrs]
+                    facets["schema"] = _schema_facet(fields)
+                if read.symlink is not None:
+                    facets["symlinks"] = _symlinks(read.symlink)
+                seen[name] = {"namespace": name[0], "name": name[1], "facets": facets}
+            if name != dataset:
+                _add_location(seen[name], "input", dataset[1])
 
     for index, read in enumerate(facts.reads):
         add(read, plan_output(leaves[index]) if index < len(leaves) else [])
@@ -336,7 +336,7 @@ def _outputs(facts: ExecutionFacts, complete: bool) -> list[dict[str, Any]]:
         else:
             facets["schema"] = _schema_facet(facts.output_schema)
     if facts.query is not None:
-        read = [_trimmed(r.dataset) if r.dataset else None for r in facts.reads]
+        read = [[_trimmed(d) for d in r.datasets] for r in facts.reads]
         lineage = column_lineage(facts.query, read, write.output_names)
         if lineage.fields or lineage.dataset:
             facets["columnLineage"] = _column_lineage_facet(lineage)

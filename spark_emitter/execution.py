@@ -29,6 +29,13 @@ class ReadFacts:
     data_source: str | None = None  # format: parquet, csv, jdbc, ...
     # For a cached relation (InMemoryRelation): the datasets that were read to fill it.
     cached_from: list[ReadFacts] = field(default_factory=list)
+    # A read of several paths (a list of paths, a glob): the datasets after the first.
+    more_datasets: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def datasets(self) -> list[tuple[str, str]]:
+        """Every dataset this leaf reads: none, one, or one per root path."""
+        return [self.dataset, *self.more_datasets] if self.dataset is not None else []
 
     @property
     def cached(self) -> bool:

@@ -13,7 +13,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from spark_emitter import LineageEmitter
-from tests.spark.conftest import LineageReceiver, settle
+from tests.spark.conftest import LineageReceiver, column_edges, settle
 
 pytestmark = pytest.mark.spark
 
@@ -69,3 +69,39 @@ def test_partition_directories_read_and_written_are_named_by_their_dataset(
     assert condition == {"type": "location", "locations": [str(day) for day in days]}
     output = complete["outputs"][0]
     assert output["outputFacets"]["subset"]["outputCondition"]["locations"] == [str(daily)]
+
+
+def test_every_root_path_of_a_multi_path_or_glob_read_is_an_input(
+    spark: SparkSession,
+    emitter: LineageEmitter,
+    lineage_receiver: LineageReceiver,
+    tmp_path: Path,
+) -> None:
+    first, second = tmp_path / "a", tmp_path / "b"
+    days = [tmp_path / "logs" / day for day in ("2024-01-01", "2024-01-02")]
+    for directory in (first, second, *days):
+        spark.range(2).repartition(2).write.json(str(directory))
+    spark.read.json([str(first), str(second)]).write.parquet(str(tmp_path / "from_list"))
+    spark.read.json(str(tmp_path / "logs" / "*")).write.parquet(str(tmp_path / "from_glob"))
+    files = sorted(str(f) for f in first.glob("part-*.json"))
+    assert len(files) == 2
+    spark.read.json(files).write.parquet(str(tmp_path / "from_files"))
+    settle(emitter)
+
+    def inputs_of(output: str) -> list[dict[str, Any]]:
+        start, complete = lineage_receiver.jobs_writing(tmp_path / output)
+        assert start["inputs"] == complete["inputs"]
+        return complete["inputs"]
+
+    from_list = lineage_receiver.jobs_writing(tmp_path / "from_list")[-1]
+    assert [i["name"] for i in from_list["inputs"]] == [str(first), str(second)]
+    assert column_edges(from_list["outputs"][0], "id") == {
+        ("a", "id", "DIRECT/IDENTITY"),
+        ("b", "id", "DIRECT/IDENTITY"),
+    }
+    # Two date directories through a glob: one dataset, both directories in its subset.
+    (logs,) = inputs_of("from_glob")
+    assert logs["name"] == str(tmp_path / "logs")
+    assert logs["inputFacets"]["subset"]["inputCondition"]["locations"] == [str(d) for d in days]
+    # Several files: each stands for its directory, as in the official integration.
+    assert [i["name"] for i in inputs_of("from_files")] == [str(first)]

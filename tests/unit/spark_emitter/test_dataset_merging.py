@@ -76,3 +76,31 @@ def test_a_write_into_a_partition_directory_is_the_trimmed_output_with_its_locat
         "locations": ["/warehouse/events/dt=2024-01-01/hour=10"],
     }
     assert output["outputFacets"]["outputStatistics"]["rowCount"] == 3
+
+
+def test_a_read_of_several_paths_is_one_input_per_path_after_trimming() -> None:
+    several = ReadFacts(
+        "LogicalRelation",
+        ("file", "/in/a"),
+        more_datasets=[
+            ("file", "/in/b"),
+            ("file", "/logs/2024-01-01"),
+            ("file", "/logs/2024-01-02"),
+        ],
+    )
+    facts = ExecutionFacts(
+        1,
+        "command",
+        "Execute InsertIntoHadoopFsRelationCommand",
+        0,
+        1,
+        None,
+        reads=[several],
+        write=WriteFacts(("file", "/out")),
+    )
+    inputs = _complete(facts)["inputs"]
+    assert [i["name"] for i in inputs] == ["/in/a", "/in/b", "/logs"]
+    assert inputs[2]["inputFacets"]["subset"]["inputCondition"]["locations"] == [
+        "/logs/2024-01-01",
+        "/logs/2024-01-02",
+    ]
