@@ -48,7 +48,8 @@ _SUBSET_DEFS = {"input": "InputSubsetInputDatasetFacet", "output": "OutputSubset
 _SPARK_PROPERTIES_SCHEMA = f"{PRODUCER}/SparkPropertiesFacet.json#/$defs/SparkPropertiesFacet"
 
 # Executions Spark runs for display or internally (schema inference, show(), first()):
-# reporting them as jobs would bury the real work. Writes are always reported.
+# reporting them as jobs would bury the real work — even when read-only actions are
+# reported. Writes are always reported.
 NOISE_ACTIONS = frozenset(
     {"head", "show", "take", "tail", "first", "isEmpty", "rdd", "toLocalIterator", "unknown"}
 )
@@ -75,6 +76,7 @@ class AppContext:
     parent: JobRef | None = None  # the scheduler's run that started this application
     root: JobRef | None = None
     append_dataset_name: bool = True
+    report_read_only_actions: bool = False
 
     @property
     def application(self) -> JobRef:
@@ -192,11 +194,13 @@ def application_event(
     )
 
 
-def is_reported(facts: ExecutionFacts) -> bool:
-    """Whether an execution is a job of its own (a write, or an action on real data)."""
+def is_reported(app: AppContext, facts: ExecutionFacts) -> bool:
+    """Whether an execution is a job of its own: a write, DDL or drop; an action that only
+    reads real data (``count()``, ``collect()``) when ``report_read_only_actions`` is on —
+    the official integration filters plans with no output."""
     if facts.write is not None:
         return True
-    if facts.action in NOISE_ACTIONS:
+    if not app.report_read_only_actions or facts.action in NOISE_ACTIONS:
         return False
     return any(r.dataset is not None for r in facts.reads)
 

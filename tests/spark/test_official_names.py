@@ -105,3 +105,24 @@ def test_every_root_path_of_a_multi_path_or_glob_read_is_an_input(
     assert logs["inputFacets"]["subset"]["inputCondition"]["locations"] == [str(d) for d in days]
     # Several files: each stands for its directory, as in the official integration.
     assert [i["name"] for i in inputs_of("from_files")] == [str(first)]
+
+
+def test_count_and_collect_without_output_are_not_jobs_by_default(
+    spark: SparkSession,
+    emitter: LineageEmitter,
+    lineage_receiver: LineageReceiver,
+    tmp_path: Path,
+) -> None:
+    source = tmp_path / "numbers"
+    spark.range(5).write.parquet(str(source))
+    frame = spark.read.parquet(str(source))
+    assert frame.count() == 5
+    assert len(frame.filter("id > 1").collect()) == 3
+    out = tmp_path / "copied"
+    frame.write.parquet(str(out))
+    settle(emitter)
+
+    # Only the write that reads the data is a job; no <app>.adaptive_spark_plan runs.
+    reading = lineage_receiver.jobs_reading(source)
+    assert reading == lineage_receiver.jobs_writing(out)
+    assert [e["eventType"] for e in reading] == ["START", "COMPLETE"]
