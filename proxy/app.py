@@ -27,6 +27,7 @@ from proxy.lineage_endpoints import AUTHENTICATOR, CONFIG, PIPELINE, post_batch,
 from proxy.metrics import ProxyMetrics
 from proxy.pipeline import BestEffortQueue, EventPipeline
 from proxy.validation import EventValidator
+from proxy.validation.repairs import EventRepairer
 from routing_rules.loader import BUILTIN_RULES
 from routing_rules.reload import LiveRules
 from routing_rules.stats import RoutingStats
@@ -108,7 +109,8 @@ async def _destinations_lifecycle(app: web.Application) -> AsyncIterator[None]:
     best_effort = BestEffortQueue(
         routing.best_effort_queue_size, routing.best_effort_concurrency, app[METRICS]
     )
-    pipeline = EventPipeline(app[VALIDATOR], router, app[METRICS], best_effort)
+    repairer = EventRepairer(config.validation.enabled_repairs())
+    pipeline = EventPipeline(app[VALIDATOR], router, app[METRICS], best_effort, repairer)
     best_effort.start(pipeline.deliver_to)
     app[PIPELINE] = pipeline
     watcher = (
@@ -153,7 +155,7 @@ def create_app(config: ProxyConfig) -> web.Application:
     app[AUTHENTICATOR] = Authenticator(config.auth)
     # Compiling every facet model is the expensive part of start-up; done once, here.
     app[VALIDATOR] = EventValidator(
-        strict=config.validation.strict,
+        strict=config.validation.is_strict,
         extra_schema_dir=config.validation.extra_schema_dir,
     )
     app.cleanup_ctx.append(_destinations_lifecycle)

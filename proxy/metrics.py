@@ -24,6 +24,13 @@ class ProxyMetrics:
             ["reason"],
             registry=self.registry,
         )
+        self.repaired = Counter(
+            "lineage_proxy_events_repaired",
+            "Values repaired in events that were then accepted, by repair "
+            "(proxy/validation/repairs.py).",
+            ["repair"],
+            registry=self.registry,
+        )
         self.delivery_seconds = Histogram(
             "lineage_proxy_delivery_seconds",
             "Time from hand-over to a destination until it confirmed the event.",

@@ -21,6 +21,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from proxy.destinations.base import DeliveryError
 from proxy.openlineage import event_key, event_kind, subject_name
+from proxy.openlineage.repaired import RepairedEvent
 
 __all__ = [
     "KafkaDestination",
@@ -83,6 +84,8 @@ def event_headers(event: dict[str, Any]) -> list[tuple[str, bytes]]:
     producer = event.get("producer")
     if isinstance(producer, str):
         headers.append(("ol_producer", producer.encode()))
+    if isinstance(event, RepairedEvent):
+        headers.append(("ol_repairs", event.header_value()))
     return headers
 
 

@@ -42,4 +42,9 @@ async def test_broker_down_returns_503_with_retry_after_and_unready():
 
         ready = await session.get(f"http://127.0.0.1:{port}/readyz")
         assert ready.status == 503
-        assert (await ready.json())["destinations"] == {"kafka": False, "archive": True}
+        assert (await ready.json())["destinations"] == {
+            "kafka": False,
+            "archive": True,
+            "rejected": False,
+            "rejected_archive": True,
+        }

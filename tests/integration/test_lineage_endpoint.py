@@ -281,6 +281,8 @@ async def test_health_ready_and_metrics(start_proxy):
         assert ready.status == 200 and (await ready.json())["destinations"] == {
             "kafka": True,
             "archive": True,
+            "rejected": True,
+            "rejected_archive": True,
         }
         await post(f"{url}/api/v1/lineage", run_event())
         await post(f"{url}/api/v1/lineage", {"eventTime": "bad"})

@@ -21,7 +21,7 @@ def test_check_accepts_a_good_file(capsys):
 
 def test_check_defaults_to_the_rules_named_by_the_config(capsys):
     assert main(["rules", "check", "--config", str(REPO / "config.yaml")]) == 0
-    assert "routing_rules/default.yaml: ok (0 rules, 2 destinations)" in capsys.readouterr().out
+    assert "routing_rules/default.yaml: ok (0 rules, 4 destinations)" in capsys.readouterr().out
 
 
 def test_check_reports_file_line_and_reason_and_exits_1(tmp_path: Path, capsys):
@@ -103,3 +103,33 @@ def test_dry_run_with_a_broken_rules_file_or_unreadable_event_exits_1(tmp_path: 
         main(["rules", "test", str(EXAMPLES / "redact-sql.yaml"), str(tmp_path / "no.json")]) == 1
     )
     assert "no.json: cannot read an event" in capsys.readouterr().err
+
+
+def test_dry_run_repairs_like_the_proxy_and_strict_config_refuses(tmp_path: Path, capsys):
+    naive = rich_run_event()
+    naive["eventTime"] = "2026-11-23T10:00:00"
+    events = tmp_path / "naive.json"
+    events.write_bytes(orjson.dumps(naive))
+    rules = str(EXAMPLES / "redact-sql.yaml")
+
+    assert main(["rules", "test", rules, str(events), "--json"]) == 0
+    outcome = orjson.loads(capsys.readouterr().out)
+    assert outcome["valid"] is True
+    assert outcome["repaired"] == [
+        {
+            "repair": "naive_date_time",
+            "pointer": "/eventTime",
+            "from": "2026-11-23T10:00:00",
+            "to": "2026-11-23T10:00:00Z",
+        }
+    ]
+    assert outcome["event"]["eventTime"] == "2026-11-23T10:00:00Z"
+    assert main(["rules", "test", rules, str(events)]) == 0
+    assert (
+        "repaired [naive_date_time] /eventTime: 2026-11-23T10:00:00 → " in capsys.readouterr().out
+    )
+
+    strict = tmp_path / "strict.yaml"
+    strict.write_text("validation:\n  mode: strict\n")
+    assert main(["rules", "test", rules, str(events), "--config", str(strict)]) == 1
+    assert "invalid, the client gets 400:" in capsys.readouterr().out
