@@ -191,30 +191,30 @@ def plan_output(query: Node) -> list[Attribute]:
 
 def column_lineage(
     query: Node,
-    leaf_datasets: Sequence[tuple[str, str] | None],
+    leaf_datasets: Sequence[Sequence[tuple[str, str]]],
     output_names: Sequence[str] | None = None,
 ) -> ColumnLineage:
     """Lineage of ``query``'s output columns onto the columns of the datasets it reads.
 
-    ``leaf_datasets[i]`` is the (namespace, name) read by the i-th leaf of ``query`` in
-    pre-order, or None for leaves that are not datasets (literal rows, RDDs). Output
-    columns are named ``output_names`` (a write's target columns) or by the plan.
+    ``leaf_datasets[i]`` are the (namespace, name) read by the i-th leaf of ``query`` in
+    pre-order: one, several for a read of several paths, none for leaves that are not
+    datasets (literal rows, RDDs). Output columns are named ``output_names`` (a write's
+    target columns) or by the plan.
     """
     tracer = _Tracer()
     outputs, lineage = tracer.trace(query)
-    leaf_column: dict[int, InputColumn] = {}
-    for attrs, dataset in zip(tracer.leaf_attributes, leaf_datasets, strict=False):
-        if dataset is not None:
-            for attr in attrs:
-                leaf_column[attr.expr_id] = (dataset[0], dataset[1], attr.name)
+    leaf_columns: dict[int, list[InputColumn]] = {}
+    for attrs, datasets in zip(tracer.leaf_attributes, leaf_datasets, strict=False):
+        for attr in attrs:
+            leaf_columns[attr.expr_id] = [(ns, name, attr.name) for ns, name in datasets]
 
     def resolve(
         sources: Mapping[int, set[Transformation]],
     ) -> dict[InputColumn, set[Transformation]]:
         resolved: dict[InputColumn, set[Transformation]] = {}
         for leaf, kinds in sources.items():
-            if leaf in leaf_column:
-                resolved.setdefault(leaf_column[leaf], set()).update(kinds)
+            for column in leaf_columns.get(leaf, []):
+                resolved.setdefault(column, set()).update(kinds)
         return resolved
 
     result = ColumnLineage(dataset=resolve(tracer.dataset_level))

@@ -19,6 +19,11 @@ the environment variables of the official Python client, then defaults.
 | captured properties | spark.openlineage.capturedProperties | — |
 | queue size | spark.openlineage.emitter.queueSize | — |
 | drain timeout (s) | spark.openlineage.emitter.drainTimeoutSeconds | — |
+| report read-only actions | spark.openlineage.emitter.reportReadOnlyActions | — |
+
+Read-only actions (``count()``, ``collect()``: a plan with no output) are not reported by
+default, as the official integration filters them; ``reportReadOnlyActions=true`` reports
+them as jobs of their own (``<app>.adaptive_spark_plan`` and the like).
 """
 
 from __future__ import annotations
@@ -55,6 +60,7 @@ class EmitterConfig:
     captured_properties: tuple[str, ...] = ("spark.master", "spark.app.name")
     queue_size: int = 10_000
     drain_timeout: float = 10.0
+    report_read_only_actions: bool = False
 
 
 def _flag(value: str, key: str) -> bool:
@@ -125,6 +131,9 @@ def resolve_config(
         values["captured_properties"] = tuple(p.strip() for p in captured.split(",") if p.strip())
     if size := pick("queue_size", "emitter.queueSize", None):
         values["queue_size"] = _number(size, _CONF + "emitter.queueSize", int)
+    if read_only := pick("report_read_only_actions", "emitter.reportReadOnlyActions", None):
+        key = _CONF + "emitter.reportReadOnlyActions"
+        values["report_read_only_actions"] = _flag(read_only, key)
     if drain := pick("drain_timeout", "emitter.drainTimeoutSeconds", None):
         values["drain_timeout"] = _number(drain, _CONF + "emitter.drainTimeoutSeconds", float)
 

@@ -100,6 +100,7 @@ def _app_context(spark: Any, config: EmitterConfig, conf: Mapping[str, str]) -> 
         parent=parent,
         root=root,
         append_dataset_name=config.append_dataset_name,
+        report_read_only_actions=config.report_read_only_actions,
     )
 
 
@@ -112,6 +113,7 @@ def enable_lineage(
     endpoint: str | None = None,
     timeout: float | None = None,
     app_name: str | None = None,
+    report_read_only_actions: bool | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> LineageEmitter | None:
     """Make ``spark`` emit OpenLineage events; returns None when disabled or no URL is set.
@@ -137,6 +139,7 @@ def enable_lineage(
             "endpoint": endpoint,
             "timeout": timeout,
             "app_name": app_name,
+            "report_read_only_actions": report_read_only_actions,
         },
     )
     if config.disabled or not config.url:

@@ -4,8 +4,8 @@ Follows the official Spark integration's shape: one application job (jobType
 APPLICATION, integration SPARK) with START and COMPLETE, and one job per reported action
 (SQL_JOB, BATCH) with START and COMPLETE or FAIL whose ``parent`` facet points at the
 application run (and ``root`` at the application's own parent when it has one, else at
-the application run). Job names are ``<app>.<command>.<target>`` normalised like the
-official ``NameNormalizer``. Pure: no JVM, no I/O.
+the application run). Job names are ``<app>.<command>.<target>`` built like the official
+``JobNameBuilder``. Pure: no JVM, no I/O.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from spark_emitter.column_lineage import (
     column_lineage,
     plan_output,
 )
+from spark_emitter.dataset_naming import DatasetName
+from spark_emitter.dataset_trimming import trim_dataset_name
 from spark_emitter.execution import ExecutionFacts, ReadFacts, WriteFacts
 from spark_emitter.plan import Attribute, type_name
 
@@ -41,6 +43,8 @@ __all__ = [
 PRODUCER = f"https://github.com/lineage-proxy/lineage-proxy/tree/{__version__}/spark_emitter"
 SCHEMA_URL = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent"
 _FACETS = "https://openlineage.io/spec/facets"
+_SUBSET_SCHEMA = f"{_FACETS}/1-0-0/BaseSubsetDatasetFacet.json"
+_SUBSET_DEFS = {"input": "InputSubsetInputDatasetFacet", "output": "OutputSubsetOutputDatasetFacet"}
 # Our one custom facet; its schema ships in the repository at this path and the proxy's
 # validator registers it by default (proxy/validation/extra_schemas.py).
 _SPARK_PROPERTIES_SCHEMA = (
@@ -49,7 +53,8 @@ _SPARK_PROPERTIES_SCHEMA = (
 )
 
 # Executions Spark runs for display or internally (schema inference, show(), first()):
-# reporting them as jobs would bury the real work. Writes are always reported.
+# reporting them as jobs would bury the real work — even when read-only actions are
+# reported. Writes are always reported.
 NOISE_ACTIONS = frozenset(
     {"head", "show", "take", "tail", "first", "isEmpty", "rdd", "toLocalIterator", "unknown"}
 )
@@ -76,6 +81,7 @@ class AppContext:
     parent: JobRef | None = None  # the scheduler's run that started this application
     root: JobRef | None = None
     append_dataset_name: bool = True
+    report_read_only_actions: bool = False
 
     @property
     def application(self) -> JobRef:
@@ -83,14 +89,22 @@ class AppContext:
 
 
 def normalize_name(text: str) -> str:
-    """``camelCase Words`` → ``camel_case_words``, as the official integration names jobs."""
-    trimmed = re.sub(r"[^\w]+$", "", re.sub(r"^[^\w]+", "", text))
+    """``camelCase Words`` → ``camel_case_words``, as the official ``NameNormalizer`` (1.41+).
+
+    Ends trimmed of non-word characters, accents dropped, words split at a lower-case →
+    upper-case change, before a capitalised word, and between a digit and an upper-case
+    letter (``tbl1x`` stays, ``tbl1X`` → ``tbl1_x``, a UUID is left whole), then lower case
+    with every run of other characters one ``_``. Like Java's, the classes are ASCII.
+    """
+    trimmed = re.sub(r"[^\w]+$", "", re.sub(r"^[^\w]+", "", text, flags=re.ASCII), flags=re.ASCII)
     plain = "".join(
-        c for c in unicodedata.normalize("NFKD", trimmed) if not unicodedata.combining(c)
+        c
+        for c in unicodedata.normalize("NFKD", trimmed)
+        if not unicodedata.category(c).startswith("M")
     )
     words = re.sub(r"([a-z])([A-Z])", r"\1 \2", plain)
     words = re.sub(r"(?<!^)([A-Z])([a-z])", r" \1\2", words)
-    words = re.sub(r"(\d)(?=\D)", r"\1 ", words)
+    words = re.sub(r"(\d)(?=[A-Z])", r"\1 ", words)
     return re.sub(r"[^a-zA-Z0-9]+", "_", words.lower())
 
 
@@ -185,30 +199,43 @@ def application_event(
     )
 
 
-def is_reported(facts: ExecutionFacts) -> bool:
-    """Whether an execution is a job of its own (a write, or an action on real data)."""
+def is_reported(app: AppContext, facts: ExecutionFacts) -> bool:
+    """Whether an execution is a job of its own: a write, DDL or drop; an action that only
+    reads real data (``count()``, ``collect()``) when ``report_read_only_actions`` is on —
+    the official integration filters plans with no output."""
     if facts.write is not None:
         return True
-    if facts.action in NOISE_ACTIONS:
+    if not app.report_read_only_actions or facts.action in NOISE_ACTIONS:
         return False
     return any(r.dataset is not None for r in facts.reads)
 
 
+def _last_two_parts(name: str) -> str:
+    """The official ``trimPath``: ``/wh/sales.db/orders`` → ``sales.db_orders``."""
+    if name.rfind("/") <= 0:
+        return name
+    parts = name.split("/")
+    while parts and not parts[-1]:  # Java's split drops trailing empty parts
+        parts.pop()
+    return "_".join(parts[-2:])
+
+
 def _target_suffix(write: WriteFacts | None) -> str | None:
-    """The official suffix: ``db_table`` for tables, the last two path parts for paths."""
+    """What the official integration appends: ``db_table`` when a table is created or
+    dropped, else the last two parts of the written location with partitions trimmed."""
     if write is None:
         return None
-    if write.symlink is not None:
-        return write.symlink[1].replace(".", "_")
-    parts = write.dataset[1].rstrip("/").split("/")
-    return "_".join(p for p in parts[-2:] if p)
+    if write.job_named_by_table and write.symlink is not None:
+        return write.symlink[1]
+    return _last_two_parts(trim_dataset_name(write.dataset[1]))
 
 
 def job_name(app: AppContext, facts: ExecutionFacts) -> str:
-    """``<app>.<command>.<target>``, each part normalised."""
+    """``<app>.<command>.<target>``: app and command normalised; the target only has its
+    dots replaced, as the official ``JobNameBuilder`` does (case and ``-`` are kept)."""
     name = f"{app.app_name}.{normalize_name(facts.command)}"
     suffix = _target_suffix(facts.write) if app.append_dataset_name else None
-    return f"{name}.{normalize_name(suffix)}" if suffix else name
+    return f"{name}.{suffix.replace('.', '_')}" if suffix else name
 
 
 def _schema_facet(fields: list[tuple[str, str]]) -> dict[str, Any]:
@@ -255,23 +282,45 @@ def _column_lineage_facet(lineage: ColumnLineage) -> dict[str, Any]:
     return facet
 
 
+def _trimmed(dataset: DatasetName) -> DatasetName:
+    return dataset[0], trim_dataset_name(dataset[1])
+
+
+def _add_location(dataset: dict[str, Any], container: str, name: str) -> None:
+    """Record a partition ``name`` that was trimmed into ``dataset`` in its ``subset`` facet
+    (``LocationSubsetCondition``), where the official integration keeps them."""
+    facets = dataset.setdefault(f"{container}Facets", {})
+    subset = facets.setdefault(
+        "subset",
+        {
+            "_producer": PRODUCER,
+            "_schemaURL": f"{_SUBSET_SCHEMA}#/$defs/{_SUBSET_DEFS[container]}",
+            f"{container}Condition": {"type": "location", "locations": []},
+        },
+    )
+    locations = subset[f"{container}Condition"]["locations"]
+    if name not in locations:
+        locations.append(name)
+
+
 def _inputs(facts: ExecutionFacts) -> list[dict[str, Any]]:
+    """One input per dataset read, partition directories trimmed and merged into it."""
     leaves = [node for node in facts.query.walk() if not node.children] if facts.query else []
-    seen: dict[tuple[str, str], dict[str, Any]] = {}
+    seen: dict[DatasetName, dict[str, Any]] = {}
 
     def add(read: ReadFacts, attrs: list[Attribute]) -> None:
-        if read.dataset is None or read.dataset in seen:
-            return
-        facets: dict[str, Any] = {"dataSource": _datasource(read.dataset[0])}
-        if attrs:
-            facets["schema"] = _schema_facet([(a.name, type_name(a.data_type)) for a in attrs])
-        if read.symlink is not None:
-            facets["symlinks"] = _symlinks(read.symlink)
-        seen[read.dataset] = {
-            "namespace": read.dataset[0],
-            "name": read.dataset[1],
-            "facets": facets,
-        }
+        for dataset in read.datasets:
+            name = _trimmed(dataset)
+            if name not in seen:
+                facets: dict[str, Any] = {"dataSource": _datasource(name[0])}
+                if attrs:
+                    fields = [(a.name, type_name(a.data_type)) for a in attrs]
+                    facets["schema"] = _schema_facet(fields)
+                if read.symlink is not None:
+                    facets["symlinks"] = _symlinks(read.symlink)
+                seen[name] = {"namespace": name[0], "name": name[1], "facets": facets}
+            if name != dataset:
+                _add_location(seen[name], "input", dataset[1])
 
     for index, read in enumerate(facts.reads):
         add(read, plan_output(leaves[index]) if index < len(leaves) else [])
@@ -284,7 +333,8 @@ def _outputs(facts: ExecutionFacts, complete: bool) -> list[dict[str, Any]]:
     write = facts.write
     if write is None:
         return []
-    facets: dict[str, Any] = {"dataSource": _datasource(write.dataset[0])}
+    name = _trimmed(write.dataset)
+    facets: dict[str, Any] = {"dataSource": _datasource(name[0])}
     output_facets: dict[str, Any] = {}
     if facts.output_schema:
         names = write.output_names or []
@@ -295,7 +345,8 @@ def _outputs(facts: ExecutionFacts, complete: bool) -> list[dict[str, Any]]:
         else:
             facets["schema"] = _schema_facet(facts.output_schema)
     if facts.query is not None:
-        lineage = column_lineage(facts.query, [r.dataset for r in facts.reads], write.output_names)
+        read = [[_trimmed(d) for d in r.datasets] for r in facts.reads]
+        lineage = column_lineage(facts.query, read, write.output_names)
         if lineage.fields or lineage.dataset:
             facets["columnLineage"] = _column_lineage_facet(lineage)
     if write.symlink is not None:
@@ -313,13 +364,11 @@ def _outputs(facts: ExecutionFacts, complete: bool) -> list[dict[str, Any]]:
         output_facets["outputStatistics"] = _facet(
             "OutputStatisticsOutputDatasetFacet", "1-0-2", **statistics
         )
-    dataset: dict[str, Any] = {
-        "namespace": write.dataset[0],
-        "name": write.dataset[1],
-        "facets": facets,
-    }
+    dataset: dict[str, Any] = {"namespace": name[0], "name": name[1], "facets": facets}
     if output_facets:
         dataset["outputFacets"] = output_facets
+    if name != write.dataset:
+        _add_location(dataset, "output", write.dataset[1])
     return [dataset]
 
 

@@ -29,6 +29,13 @@ class ReadFacts:
     data_source: str | None = None  # format: parquet, csv, jdbc, ...
     # For a cached relation (InMemoryRelation): the datasets that were read to fill it.
     cached_from: list[ReadFacts] = field(default_factory=list)
+    # A read of several paths (a list of paths, a glob): the datasets after the first.
+    more_datasets: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def datasets(self) -> list[tuple[str, str]]:
+        """Every dataset this leaf reads: none, one, or one per root path."""
+        return [self.dataset, *self.more_datasets] if self.dataset is not None else []
 
     @property
     def cached(self) -> bool:
@@ -45,6 +52,9 @@ class WriteFacts:
     data_source: str | None = None
     output_names: list[str] | None = None
     partition_columns: list[str] = field(default_factory=list)
+    # Commands that create or drop a table suffix their job with the table's ``db_table``;
+    # inserts (into paths or tables) with the last two parts of the written location.
+    job_named_by_table: bool = False
 
 
 @dataclass

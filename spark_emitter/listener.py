@@ -130,6 +130,6 @@ class LineageListener:
         for nested in self._nested.pop(execution_id, []):
             if facts.rows is None and nested.rows is not None:
                 facts.rows, facts.bytes, facts.files = nested.rows, nested.bytes, nested.files
-        if is_reported(facts):
+        if is_reported(self.app, facts):
             for lineage_event in action_events(self.app, facts):
                 self._sender.submit(lineage_event)

@@ -83,15 +83,32 @@ def _read_relation(kind: str, relation: Any, table: Any, context: CatalogContext
         return ReadFacts(kind, dataset, symlink, str(_option(table.provider()) or "") or None)
     relation_kind = _simple_name(relation)
     if relation_kind == "HadoopFsRelation":
-        paths = [str(p.toString()) for p in _seq(relation.location().rootPaths())]
+        datasets = _root_datasets(relation.location())
         source = str(relation.fileFormat().toString()).lower()
-        # One dataset per relation: a multi-path read is named by its first root.
-        return ReadFacts(kind, path_dataset(paths[0]) if paths else None, None, source)
+        first = datasets[0] if datasets else None
+        return ReadFacts(kind, first, None, source, more_datasets=datasets[1:])
     if relation_kind == "JDBCRelation":
         options = relation.jdbcOptions()
         dataset = jdbc_dataset(str(options.url()), str(options.tableOrQuery()))
         return ReadFacts(kind, dataset, None, "jdbc")
     return ReadFacts(kind)
+
+
+def _root_datasets(index: Any) -> list[tuple[str, str]]:
+    """The datasets a file index reads, as the official integration names them: its one root
+    path (a file keeps its own name), or every root with a file standing for its directory.
+
+    Whether a root is a file comes from the index's own listing (``leafFiles`` of an
+    ``InMemoryFileIndex``), not from a file-system call; without it a root stays as it is.
+    """
+    roots = _seq(index.rootPaths())
+    if len(roots) > 1:
+        try:
+            files = index.leafFiles()
+            roots = [root.getParent() if files.contains(root) else root for root in roots]
+        except Exception:  # another kind of index: keep the roots as given
+            pass
+    return list(dict.fromkeys(path_dataset(str(root.toString())) for root in roots))
 
 
 def _read_leaf(leaf: Any, context: CatalogContext) -> ReadFacts:
@@ -161,7 +178,8 @@ def _write(root: Any, root_node: Node, context: CatalogContext) -> tuple[Any, Wr
         names = None
         partitions = [str(n) for n in _seq(table.partitionColumnNames())]
         source = str(_option(table.provider()) or "") or None
-        return root.query(), WriteFacts(dataset, symlink, lifecycle, source, names, partitions)
+        write = WriteFacts(dataset, symlink, lifecycle, source, names, partitions, True)
+        return root.query(), write
     if kind == "InsertIntoHiveTable":
         dataset, symlink = _table_names(root.table(), context)
         lifecycle = "OVERWRITE" if root.overwrite() else None
@@ -177,7 +195,7 @@ def _write(root: Any, root_node: Node, context: CatalogContext) -> tuple[Any, Wr
         return root.query(), None
     if kind in _CREATE_TABLE:
         dataset, symlink = _table_names(getattr(root, _CREATE_TABLE[kind])(), context)
-        return None, WriteFacts(dataset, symlink, "CREATE")
+        return None, WriteFacts(dataset, symlink, "CREATE", job_named_by_table=True)
     if kind in ("DropTable", "DropTableCommand"):
         return None, _dropped_table(root, kind, context)
     return root, None
@@ -199,7 +217,8 @@ def _dropped_table(root: Any, kind: str, context: CatalogContext) -> WriteFacts 
     )
     location = context.session.sessionState().catalog().defaultTablePath(jvm_identifier)
     symlink = table_symlink(database, table, context.metastore_uri, context.warehouse)
-    return WriteFacts(path_dataset(str(location.toString())), symlink, "DROP")
+    location_dataset = path_dataset(str(location.toString()))
+    return WriteFacts(location_dataset, symlink, "DROP", job_named_by_table=True)
 
 
 def _write_metrics(executed: Any) -> tuple[int | None, int | None, int | None]:

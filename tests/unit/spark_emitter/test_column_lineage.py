@@ -75,7 +75,7 @@ def test_projection_keeps_identity_and_marks_expressions_as_transformation() -> 
         ),
         *relation(attr("id", 1), attr("amount", 2)),
     ]
-    result = column_lineage(parse_tree(plan), [A])
+    result = column_lineage(parse_tree(plan), [[A]])
     assert simple(result.fields["id"]) == {("/data/a", "id"): {"DIRECT/IDENTITY"}}
     assert simple(result.fields["double"]) == {("/data/a", "amount"): {"DIRECT/TRANSFORMATION"}}
     assert simple(result.fields["renamed"]) == {("/data/a", "id"): {"DIRECT/IDENTITY"}}
@@ -100,7 +100,7 @@ def test_aggregate_is_aggregation_and_grouping_is_indirect_group_by() -> None:
         ),
         *relation(attr("k", 1), attr("v", 2)),
     ]
-    result = column_lineage(parse_tree(plan), [A])
+    result = column_lineage(parse_tree(plan), [[A]])
     assert simple(result.fields["total"]) == {("/data/a", "v"): {"DIRECT/AGGREGATION"}}
     assert simple(result.fields["shown"]) == {("/data/a", "v"): {"DIRECT/AGGREGATION"}}
     assert simple(result.dataset) == {("/data/a", "k"): {"INDIRECT/GROUP_BY"}}
@@ -114,7 +114,7 @@ def test_join_filter_and_sort_are_dataset_level_indirect() -> None:
         *relation(attr("k", 1), attr("v", 2)),
         *relation(attr("k", 3), attr("w", 4)),
     ]
-    result = column_lineage(parse_tree(plan), [A, B])
+    result = column_lineage(parse_tree(plan), [[A], [B]])
     assert simple(result.fields["w"]) == {("/data/b", "w"): {"DIRECT/IDENTITY"}}
     assert simple(result.dataset) == {
         ("/data/a", "k"): {"INDIRECT/JOIN"},
@@ -129,7 +129,7 @@ def test_union_merges_columns_by_position() -> None:
         *relation(attr("x", 1)),
         *relation(attr("y", 2)),
     ]
-    result = column_lineage(parse_tree(plan), [A, B])
+    result = column_lineage(parse_tree(plan), [[A], [B]])
     assert simple(result.fields["x"]) == {
         ("/data/a", "x"): {"DIRECT/IDENTITY"},
         ("/data/b", "y"): {"DIRECT/IDENTITY"},
@@ -150,7 +150,7 @@ def test_window_function_depends_indirectly_on_partition_and_order() -> None:
         ),
         *relation(attr("k", 1), attr("v", 2)),
     ]
-    result = column_lineage(parse_tree(plan), [A])
+    result = column_lineage(parse_tree(plan), [[A]])
     assert simple(result.fields["rank"]) == {
         ("/data/a", "k"): {"INDIRECT/WINDOW"},
         ("/data/a", "v"): {"INDIRECT/WINDOW"},
@@ -169,7 +169,7 @@ def test_case_when_conditions_are_conditional_and_values_transformed() -> None:
         ),
         *relation(attr("k", 1), attr("v", 2)),
     ]
-    result = column_lineage(parse_tree(plan), [A])
+    result = column_lineage(parse_tree(plan), [[A]])
     assert simple(result.fields["band"]) == {
         ("/data/a", "v"): {"INDIRECT/CONDITIONAL"},
         ("/data/a", "k"): {"DIRECT/TRANSFORMATION"},
@@ -178,5 +178,5 @@ def test_case_when_conditions_are_conditional_and_values_transformed() -> None:
 
 def test_leaves_that_are_not_datasets_contribute_nothing() -> None:
     plan = [node("Union", 2), *relation(attr("x", 1)), *relation(attr("x", 2))]
-    result = column_lineage(parse_tree(plan), [None, B], output_names=["renamed"])
+    result = column_lineage(parse_tree(plan), [[], [B]], output_names=["renamed"])
     assert simple(result.fields["renamed"]) == {("/data/b", "x"): {"DIRECT/IDENTITY"}}

@@ -80,3 +80,13 @@ def test_bad_values_name_their_key(conf: dict[str, str], message: str) -> None:
 
 def test_disabled_from_environment() -> None:
     assert resolve_config({}, {"OPENLINEAGE_DISABLED": "true"}, {}).disabled is True
+
+
+def test_read_only_actions_are_filtered_unless_turned_on() -> None:
+    assert resolve_config({}, {}, {}).report_read_only_actions is False
+    key = "spark.openlineage.emitter.reportReadOnlyActions"
+    assert resolve_config({key: "true"}, {}, {}).report_read_only_actions is True
+    overridden = resolve_config({key: "true"}, {}, {"report_read_only_actions": False})
+    assert overridden.report_read_only_actions is False
+    with pytest.raises(ConfigurationError, match=key):
+        resolve_config({key: "sometimes"}, {}, {})
