@@ -5,36 +5,57 @@ The Spark job must never wait for lineage, so :meth:`EventSender.submit` only en
 HTTP follows the official openlineage-python client: ``POST {url}/{endpoint}`` (default
 ``api/v1/lineage``), JSON body, ``Authorization: Bearer <api key>`` when set, a ~5 s
 timeout, retries with backoff on 500/502/503/504 and on connection errors, success is any
-status below 400. The wait between tries follows the project's one backoff rule
-(:func:`proxy.destinations.retry.backoff_seconds`). :meth:`EventSender.close` drains
-within a bounded time so the last COMPLETE is not lost when the driver exits.
+status below 400. :meth:`EventSender.close` drains within a bounded time so the last
+COMPLETE is not lost when the driver exits.
+
+The retry policy is the emitter's own (:class:`RetryPolicy`), not the proxy's: this
+package ships to a Spark cluster alone, with the standard library and PySpark only, so it
+imports nothing from the proxy — nor its dependencies (JSON is the standard library's;
+a job sends a handful of events, not thousands a second).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import queue
+import random
 import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
-from proxy.destinations.retry import RetryConfig, backoff_seconds
-
-__all__ = ["DeliveryStats", "EventSender"]
+__all__ = ["DeliveryStats", "EventSender", "RetryPolicy"]
 
 log = logging.getLogger(__name__)
 
 # What the official client retries (urllib3 Retry status_forcelist); other refusals are final.
 RETRY_STATUSES = frozenset({500, 502, 503, 504})
-# Five retries after the first try, as the official client does.
-DEFAULT_RETRY = RetryConfig(max_attempts=6, initial_backoff_seconds=0.3, max_backoff_seconds=5.0)
 _STOP = object()
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how patiently one event is tried: by default five retries after the
+    first try, as the official client does, with exponential backoff and full jitter."""
+
+    max_attempts: int = 6  # the first try included
+    initial_backoff_seconds: float = 0.3
+    max_backoff_seconds: float = 5.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1 or self.initial_backoff_seconds <= 0:
+            raise ValueError("max_attempts must be >= 1 and initial_backoff_seconds > 0")
+
+    def backoff_seconds(self, attempt: int, draw: Callable[[], float] = random.random) -> float:
+        """Wait before retry number ``attempt`` (1-based): a uniform draw under the
+        exponential cap, so many drivers retrying one endpoint do not retry in step."""
+        cap = min(self.max_backoff_seconds, self.initial_backoff_seconds * 2 ** (attempt - 1))
+        return draw() * cap
 
 
 @dataclass
@@ -56,7 +77,7 @@ class EventSender:
         endpoint: str = "api/v1/lineage",
         api_key: str | None = None,
         timeout: float = 5.0,
-        retry: RetryConfig = DEFAULT_RETRY,
+        retry: RetryPolicy = RetryPolicy(),
         queue_size: int = 10_000,
     ) -> None:
         # Joined like the official client, so a URL with a path prefix keeps it.
@@ -78,7 +99,7 @@ class EventSender:
             self.stats.dropped += 1
             return False
         try:
-            self._queue.put_nowait(orjson.dumps(event))
+            self._queue.put_nowait(json.dumps(event, separators=(",", ":")).encode())
         except queue.Full:
             self.stats.dropped += 1
             log.warning(
@@ -135,7 +156,7 @@ class EventSender:
             # Once close() has given up waiting, nobody is left to wait for retries.
             if not retriable or attempt == self._retry.max_attempts or self._closed:
                 break
-            time.sleep(backoff_seconds(attempt, self._retry))
+            time.sleep(self._retry.backoff_seconds(attempt))
         self.stats.failed += 1
         log.warning("openlineage: event not delivered to %s: %s", self.target, reason)
 

@@ -15,12 +15,12 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from proxy.openlineage.run_ids import uuid7
 from spark_emitter.config import EmitterConfig, resolve_config
 from spark_emitter.delivery import DeliveryStats, EventSender
 from spark_emitter.events import AppContext, JobRef, normalize_name
 from spark_emitter.listener import LineageListener
 from spark_emitter.plan_reader import CatalogContext
+from spark_emitter.run_ids import uuid7
 
 __all__ = ["LineageEmitter", "enable_lineage"]
 

@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from proxy import __version__
-from proxy.openlineage.run_ids import uuid7
 from spark_emitter.column_lineage import (
     ColumnLineage,
     InputColumn,
@@ -29,6 +27,8 @@ from spark_emitter.dataset_naming import DatasetName
 from spark_emitter.dataset_trimming import trim_dataset_name
 from spark_emitter.execution import ExecutionFacts, ReadFacts, WriteFacts
 from spark_emitter.plan import Attribute, type_name
+from spark_emitter.run_ids import uuid7
+from spark_emitter.version import __version__
 
 __all__ = [
     "PRODUCER",

@@ -13,7 +13,7 @@ import uuid
 import orjson
 import pytest
 
-from proxy.openlineage.run_ids import uuid7
+from spark_emitter.run_ids import uuid7
 from tests.conftest import REPO
 from tests.integration.test_lineage_endpoint import post
 from tests.kafka_reader import read_all_produced_so_far

@@ -10,10 +10,9 @@ from typing import Any
 
 import pytest
 
-from proxy.destinations.retry import RetryConfig
-from spark_emitter.delivery import EventSender
+from spark_emitter.delivery import EventSender, RetryPolicy
 
-QUICK = RetryConfig(max_attempts=6, initial_backoff_seconds=0.01)
+QUICK = RetryPolicy(max_attempts=6, initial_backoff_seconds=0.01)
 
 
 class ScriptedEndpoint:
@@ -92,7 +91,7 @@ def test_does_not_retry_a_rejected_event(endpoint: ScriptedEndpoint) -> None:
 def test_gives_up_after_the_retry_budget(endpoint: ScriptedEndpoint) -> None:
     endpoint.script = [503] * 10
     sender = EventSender(
-        endpoint.url, retry=RetryConfig(max_attempts=3, initial_backoff_seconds=0.01)
+        endpoint.url, retry=RetryPolicy(max_attempts=3, initial_backoff_seconds=0.01)
     )
     sender.submit({"n": 1})
     assert sender.close(timeout=10)
@@ -103,7 +102,7 @@ def test_gives_up_after_the_retry_budget(endpoint: ScriptedEndpoint) -> None:
 def test_unreachable_endpoint_counts_a_failure_and_never_raises() -> None:
     sender = EventSender(
         "http://127.0.0.1:9",
-        retry=RetryConfig(max_attempts=2, initial_backoff_seconds=0.01),
+        retry=RetryPolicy(max_attempts=2, initial_backoff_seconds=0.01),
         timeout=1,
     )
     assert sender.submit({"n": 1})
@@ -132,3 +131,19 @@ def test_close_gives_up_after_its_timeout(endpoint: ScriptedEndpoint) -> None:
     # Let the thread finish before the endpoint goes away (no stray warning after the test).
     endpoint.release.set()
     assert sender.flush(timeout=10)
+
+
+def test_backoff_draws_under_a_cap_that_doubles_up_to_the_maximum() -> None:
+    policy = RetryPolicy(initial_backoff_seconds=0.5, max_backoff_seconds=3.0)
+    assert [policy.backoff_seconds(n, draw=lambda: 1.0) for n in (1, 2, 3, 4)] == [
+        0.5,
+        1.0,
+        2.0,
+        3.0,
+    ]
+    assert policy.backoff_seconds(3, draw=lambda: 0.25) == 0.5
+
+
+def test_retry_policy_refuses_zero_attempts() -> None:
+    with pytest.raises(ValueError, match="max_attempts"):
+        RetryPolicy(max_attempts=0)

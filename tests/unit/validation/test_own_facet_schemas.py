@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from proxy.openlineage.run_ids import uuid7
 from proxy.validation import EventValidator
 from spark_emitter.events import AppContext, JobRef, application_event
+from spark_emitter.run_ids import uuid7
 from tests.conftest import REPO
 
 # Where our own facets' schemas live, as named in their _schemaURL.

@@ -9,8 +9,8 @@ import uuid
 import pytest
 import yaml
 
-from proxy.openlineage.run_ids import uuid7
 from proxy.validation.formats import UUID_PATTERN
+from spark_emitter.run_ids import uuid7
 from tests.conftest import REPO
 
 

@@ -4,6 +4,10 @@ Data.Rentgen refuses any other version, and a time-ordered id keeps a run's inde
 entries together in the stores downstream. Python 3.11's ``uuid`` has no ``uuid7``, so
 it is built here: 48-bit Unix milliseconds, version 7, 12 random bits, the RFC variant
 (``10``), 62 random bits.
+
+The emitter is the only producer of run ids in this project (the proxy forwards the ids
+its clients chose and checks a version only through routing rules), so the generator
+lives here, inside the package that ships to a Spark cluster on its own.
 """
 
 from __future__ import annotations
