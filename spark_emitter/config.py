@@ -20,10 +20,15 @@ the environment variables of the official Python client, then defaults.
 | queue size | spark.openlineage.emitter.queueSize | — |
 | drain timeout (s) | spark.openlineage.emitter.drainTimeoutSeconds | — |
 | report read-only actions | spark.openlineage.emitter.reportReadOnlyActions | — |
+| RUNNING interval (s) | spark.openlineage.emitter.runningIntervalSeconds | — |
 
 Read-only actions (``count()``, ``collect()``: a plan with no output) are not reported by
 default, as the official integration filters them; ``reportReadOnlyActions=true`` reports
 them as jobs of their own (``<app>.adaptive_spark_plan`` and the like).
+
+An action's RUNNING events follow its Spark jobs' starts and ends, at most one per
+``runningIntervalSeconds`` (default 10) per action, so an action of a thousand small Spark
+jobs does not send a thousand events.
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ class EmitterConfig:
     queue_size: int = 10_000
     drain_timeout: float = 10.0
     report_read_only_actions: bool = False
+    running_interval: float = 10.0
 
 
 def _flag(value: str, key: str) -> bool:
@@ -134,6 +140,9 @@ def resolve_config(
     if read_only := pick("report_read_only_actions", "emitter.reportReadOnlyActions", None):
         key = _CONF + "emitter.reportReadOnlyActions"
         values["report_read_only_actions"] = _flag(read_only, key)
+    if interval := pick("running_interval", "emitter.runningIntervalSeconds", None):
+        key = _CONF + "emitter.runningIntervalSeconds"
+        values["running_interval"] = _number(interval, key, float)
     if drain := pick("drain_timeout", "emitter.drainTimeoutSeconds", None):
         values["drain_timeout"] = _number(drain, _CONF + "emitter.drainTimeoutSeconds", float)
 

@@ -158,6 +158,7 @@ def enable_lineage(
         _catalog_context(spark),
         spark.sparkContext._jvm,
         config.drain_timeout,
+        config.running_interval,
     )
     # py4j logs every call from the JVM at INFO: with the listener that is several lines
     # per Spark task. Quieted unless the application set py4j's level itself.

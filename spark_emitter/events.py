@@ -2,7 +2,7 @@
 
 Follows the official Spark integration's shape: one application job (jobType
 APPLICATION, integration SPARK) with START and COMPLETE, and one job per reported action
-(SQL_JOB, BATCH) with START and COMPLETE or FAIL whose ``parent`` facet points at the
+(SQL_JOB, BATCH) with START, RUNNING and COMPLETE or FAIL whose ``parent`` facet points at the
 application run (and ``root`` at the application's own parent when it has one, else at
 the application run). Job names are ``<app>.<command>.<target>`` built like the official
 ``JobNameBuilder``. Pure: no JVM, no I/O.
@@ -32,10 +32,14 @@ from spark_emitter.version import __version__
 
 __all__ = [
     "PRODUCER",
+    "ActionRun",
     "AppContext",
     "JobRef",
+    "action_event",
     "action_events",
+    "action_run",
     "application_event",
+    "end_type",
     "is_reported",
     "normalize_name",
 ]
@@ -200,10 +204,12 @@ def application_event(
 
 
 def is_reported(app: AppContext, facts: ExecutionFacts) -> bool:
-    """Whether an execution is a job of its own: a write, DDL or drop; an action that only
-    reads real data (``count()``, ``collect()``) when ``report_read_only_actions`` is on —
-    the official integration filters plans with no output."""
-    if facts.write is not None:
+    """Whether an execution is a job of its own: a write, DDL or drop; a query that failed
+    in analysis (its plan unknown, it may have been a write; the failure is news); an
+    action that only reads real data (``count()``, ``collect()``) when
+    ``report_read_only_actions`` is on — the official integration filters plans with no
+    output."""
+    if facts.write is not None or facts.analysis_failed:
         return True
     if not app.report_read_only_actions or facts.action in NOISE_ACTIONS:
         return False
@@ -372,41 +378,56 @@ def _outputs(facts: ExecutionFacts, complete: bool) -> list[dict[str, Any]]:
     return [dataset]
 
 
-def action_events(app: AppContext, facts: ExecutionFacts) -> list[dict[str, Any]]:
-    """START and COMPLETE (or FAIL) of one action's run, parented to the application."""
-    run_id = uuid7(facts.start_ms)
-    job = (app.namespace, job_name(app, facts))
-    job_facets = {"jobType": _job_type("SQL_JOB")}
+@dataclass(frozen=True)
+class ActionRun:
+    """One reported action's run. Its id and job name are fixed when it is first reported,
+    so its START, RUNNING and COMPLETE/FAIL events agree even if the plan read at the end
+    names the command differently."""
+
+    run_id: str
+    job_name: str
+
+
+def action_run(app: AppContext, facts: ExecutionFacts) -> ActionRun:
+    """A new run for the action ``facts`` describes, its id carrying the start time."""
+    return ActionRun(uuid7(facts.start_ms), job_name(app, facts))
+
+
+def end_type(facts: ExecutionFacts) -> str:
+    return "FAIL" if facts.error is not None else "COMPLETE"
+
+
+def action_event(
+    app: AppContext, run: ActionRun, facts: ExecutionFacts, event_type: str, time_ms: int
+) -> dict[str, Any]:
+    """One event of an action's run, parented to the application. The error goes on a
+    FAIL, the written statistics on a COMPLETE; inputs and outputs are on every event."""
     parent = _parent_facet(app.application, app.root or app.parent or app.application)
-    inputs = _inputs(facts)
-    start_facets = {"parent": parent, **_engine_facets(app)}
-    start = _run_event(
-        "START",
-        facts.start_ms,
-        run_id,
-        job,
-        start_facets,
-        job_facets,
-        inputs,
-        _outputs(facts, complete=False),
-    )
-    end_facets: dict[str, Any] = {"parent": parent, **_engine_facets(app)}
-    if facts.error is not None:
-        end_facets["errorMessage"] = _facet(
+    run_facets: dict[str, Any] = {"parent": parent, **_engine_facets(app)}
+    if event_type == "FAIL" and facts.error is not None:
+        run_facets["errorMessage"] = _facet(
             "ErrorMessageRunFacet",
             "1-0-1",
             message=facts.error,
             programmingLanguage="JAVA",
             **({"stackTrace": facts.stack_trace} if facts.stack_trace else {}),
         )
-    end = _run_event(
-        "FAIL" if facts.error is not None else "COMPLETE",
-        facts.end_ms,
-        run_id,
-        job,
-        end_facets,
-        job_facets,
-        inputs,
-        _outputs(facts, complete=facts.error is None),
+    return _run_event(
+        event_type,
+        time_ms,
+        run.run_id,
+        (app.namespace, run.job_name),
+        run_facets,
+        {"jobType": _job_type("SQL_JOB")},
+        _inputs(facts),
+        _outputs(facts, complete=event_type == "COMPLETE"),
     )
-    return [start, end]
+
+
+def action_events(app: AppContext, facts: ExecutionFacts) -> list[dict[str, Any]]:
+    """START and COMPLETE (or FAIL) of an action first seen when it ended."""
+    run = action_run(app, facts)
+    return [
+        action_event(app, run, facts, "START", facts.start_ms),
+        action_event(app, run, facts, end_type(facts), facts.end_ms),
+    ]

@@ -59,7 +59,7 @@ class WriteFacts:
 
 @dataclass
 class ExecutionFacts:
-    """One SQL execution, as seen when it ended."""
+    """One SQL execution: as planned when it started, or as seen when it ended."""
 
     execution_id: int
     action: str  # Spark's execution name: "command", "collect", "count", "head", ...
@@ -73,6 +73,8 @@ class ExecutionFacts:
     write: WriteFacts | None = None
     error: str | None = None
     stack_trace: str | None = None
+    # The query failed in analysis (a missing path or table): no plan, only the error.
+    analysis_failed: bool = False
     rows: int | None = None
     bytes: int | None = None
     files: int | None = None

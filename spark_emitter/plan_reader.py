@@ -1,7 +1,8 @@
 """Read what a Spark SQL execution did out of the JVM, through py4j, into plain facts.
 
-Called from the listener with the ``SparkListenerSQLExecutionEnd`` event, which carries
-the execution's ``QueryExecution``. The plan itself comes over as one JSON string
+Called from the listener at an execution's start (the running ``QueryExecution``, from
+``SQLExecution.getQueryExecution``) and at its end (``SparkListenerSQLExecutionEnd``
+carries it). The plan itself comes over as one JSON string
 (:mod:`.plan`); py4j calls are made only for what that JSON leaves out — file paths,
 table locations, JDBC URLs, write modes and the write's metrics — so a query costs a
 handful of round trips, not one per node.
@@ -20,7 +21,12 @@ from spark_emitter.dataset_naming import jdbc_dataset, path_dataset, table_symli
 from spark_emitter.execution import ExecutionFacts, ReadFacts, WriteFacts
 from spark_emitter.plan import Node, parse_tree, type_name
 
-__all__ = ["CatalogContext", "read_execution"]
+__all__ = [
+    "CatalogContext",
+    "read_execution",
+    "read_outcome",
+    "read_started_execution",
+]
 
 # Commands that write a query's result: root class → (table accessor, lifecycle when the
 # table is new). The query is reached with .query() on all of them.
@@ -271,7 +277,8 @@ def _command_name(executed: Any) -> str:
     return str(executed.nodeName())
 
 
-def _failure(end_event: Any, jvm: Any) -> tuple[str | None, str | None]:
+def read_outcome(end_event: Any, jvm: Any) -> tuple[str | None, str | None]:
+    """(error message, stack trace) of a failed execution; (None, None) if it succeeded."""
     failure = _option(end_event.executionFailure())
     if failure is None:
         # Spark reports success as an empty error message, not a missing one.
@@ -284,6 +291,54 @@ def _failure(end_event: Any, jvm: Any) -> tuple[str | None, str | None]:
     return text, str(jvm.org.apache.spark.util.Utils.exceptionString(failure))
 
 
+def _describe(facts: ExecutionFacts, qe: Any, plan: Any, context: CatalogContext) -> Any:
+    """Fill ``facts`` with what ``plan`` (optimized or analysed) does; return the JVM
+    executed plan (None if planning failed), where a write's metrics are read at the end."""
+    root_node = parse_tree(json.loads(str(plan.toJSON())))
+    query_jvm, facts.write = _write(plan, root_node, context)
+    try:
+        executed = qe.executedPlan()
+        facts.command = _command_name(executed)
+    except Exception:  # planning failed: name the job after the logical plan
+        executed, facts.command = None, f"Execute {root_node.cls}"
+    if query_jvm is not None:
+        facts.query = _query_node(root_node)
+        facts.output_schema = _schema(query_jvm)
+        facts.reads = _reads(query_jvm, context)
+    return executed
+
+
+def read_started_execution(
+    start_event: Any, context: CatalogContext, jvm: Any
+) -> ExecutionFacts | None:
+    """What the execution a ``SparkListenerSQLExecutionStart`` opens will do, from its
+    ``QueryExecution`` — which Spark keeps registered only while the execution runs: None
+    once it has ended (the listener bus lags behind), and for a query that failed in
+    analysis. The action's name and outcome are known only at the end."""
+    execution_id = int(start_event.executionId())
+    qe = jvm.org.apache.spark.sql.execution.SQLExecution.getQueryExecution(execution_id)
+    if qe is None:
+        return None
+    start_ms = int(start_event.time())
+    facts = ExecutionFacts(execution_id, "unknown", "", start_ms, start_ms, None)
+    _describe(facts, qe, qe.optimizedPlan(), context)
+    return facts
+
+
+def _analysed_plan(qe: Any) -> Any | None:
+    """The optimized plan, else the analysed one; None if the query failed in analysis
+    (Spark 4 reports a query that failed there, e.g. reading a missing path, as an
+    execution of its own whose ``QueryExecution`` raises the error again on every plan)."""
+    try:
+        return qe.optimizedPlan()
+    except Exception:
+        pass
+    try:
+        return qe.analyzed()
+    except Exception:
+        return None
+
+
 def read_execution(
     end_event: Any, start_ms: int | None, context: CatalogContext, jvm: Any
 ) -> ExecutionFacts | None:
@@ -291,38 +346,31 @@ def read_execution(
     qe = end_event.qe()
     if qe is None:
         return None
-    error, stack = _failure(end_event, jvm)
-    try:
-        plan = qe.optimizedPlan()
-    except Exception:  # a query that failed in the optimizer has no optimized plan
-        plan = qe.analyzed()
-    root_node = parse_tree(json.loads(str(plan.toJSON())))
-    query_jvm, write = _write(plan, root_node, context)
-    query = _query_node(root_node) if query_jvm is not None else None
-    try:
-        executed = qe.executedPlan()
-        command = _command_name(executed)
-        rows, size, files = _write_metrics(executed) if write is not None else (None, None, None)
-    except Exception:  # planning failed: name the job after the logical plan
-        command, rows, size, files = f"Execute {root_node.cls}", None, None, None
+    error, stack = read_outcome(end_event, jvm)
     end_ms = int(end_event.time())
     duration_ms = int(end_event.duration()) // 1_000_000
-    return ExecutionFacts(
+    facts = ExecutionFacts(
         execution_id=int(end_event.executionId()),
         action=str(_option(end_event.executionName()) or "unknown"),
-        command=command,
+        command="",
         start_ms=start_ms if start_ms is not None else end_ms - duration_ms,
         end_ms=end_ms,
-        query=query,
-        output_schema=_schema(query_jvm) if query_jvm is not None else [],
-        reads=_reads(query_jvm, context) if query_jvm is not None else [],
-        write=write,
+        query=None,
         error=error,
         stack_trace=stack,
-        rows=rows,
-        bytes=size,
-        files=files,
     )
+    plan = _analysed_plan(qe)
+    if plan is None:
+        if error is None:  # no plan and no error to explain it: nothing to describe
+            return None
+        # Named after what the parsed plan would have done, e.g. UnresolvedDataSource.
+        facts.command = f"Execute {_simple_name(qe.logical())}"
+        facts.analysis_failed = True
+        return facts
+    executed = _describe(facts, qe, plan, context)
+    if facts.write is not None and executed is not None:
+        facts.rows, facts.bytes, facts.files = _write_metrics(executed)
+    return facts
 
 
 def _query_node(root: Node) -> Node:

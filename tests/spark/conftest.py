@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -98,6 +99,23 @@ def settle(emitter: LineageEmitter) -> None:
     """Wait until Spark's listener bus has delivered everything and it was sent."""
     # The receiver records an event before it answers, so once sent it is there.
     assert emitter.flush(timeout=30), "events were not delivered in time"
+
+
+def wait_until(check: Callable[[], bool], within: float) -> bool:
+    """Poll ``check`` until it holds or ``within`` seconds passed; whether it held."""
+    deadline = time.monotonic() + within
+    while not check():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def event_types(events: list[dict[str, Any]]) -> list[str]:
+    """The run's event types with its RUNNING events (how many depends on the machine's
+    speed: one per Spark job start/end, throttled) folded into one."""
+    types = [e["eventType"] for e in events]
+    return [t for i, t in enumerate(types) if t != "RUNNING" or types[i - 1] != "RUNNING"]
 
 
 def column_edges(output: dict[str, Any], column: str | None) -> set[tuple[str, str, str]]:

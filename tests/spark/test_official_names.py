@@ -13,7 +13,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from spark_emitter import LineageEmitter
-from tests.spark.conftest import LineageReceiver, column_edges, settle
+from tests.spark.conftest import LineageReceiver, column_edges, event_types, settle
 
 pytestmark = pytest.mark.spark
 
@@ -42,10 +42,10 @@ def test_insert_into_table_and_into_partition_directory_have_the_official_job_na
     # INSERT INTO a table: the last two parts of the table's location (warehouse/table).
     warehouse = Path(spark.conf.get("spark.sql.warehouse.dir").removeprefix("file:")).name
     insert = _runs_named(lineage_receiver, f"{INSERT}.{warehouse}_names_insert_target")
-    assert [e["eventType"] for e in insert] == ["START", "COMPLETE"]
+    assert event_types(insert) == ["START", "RUNNING", "COMPLETE"]
     # A partition directory written directly: named by the dataset's directory.
     partition_write = _runs_named(lineage_receiver, f"{INSERT}.{tmp_path.name}_events")
-    assert [e["eventType"] for e in partition_write] == ["START", "COMPLETE"]
+    assert event_types(partition_write) == ["START", "RUNNING", "COMPLETE"]
 
 
 def test_partition_directories_read_and_written_are_named_by_their_dataset(
@@ -62,7 +62,9 @@ def test_partition_directories_read_and_written_are_named_by_their_dataset(
     first.union(second).write.parquet(str(daily))
     settle(emitter)
 
-    start, complete = lineage_receiver.jobs_writing(tmp_path / "daily")
+    events = lineage_receiver.jobs_writing(tmp_path / "daily")
+    assert event_types(events) == ["START", "RUNNING", "COMPLETE"]
+    start, complete = events[0], events[-1]
     assert start["job"]["name"] == complete["job"]["name"] == f"{INSERT}.{tmp_path.name}_daily"
     assert [i["name"] for i in complete["inputs"]] == [str(tmp_path / "events")]
     condition = complete["inputs"][0]["inputFacets"]["subset"]["inputCondition"]
@@ -89,9 +91,9 @@ def test_every_root_path_of_a_multi_path_or_glob_read_is_an_input(
     settle(emitter)
 
     def inputs_of(output: str) -> list[dict[str, Any]]:
-        start, complete = lineage_receiver.jobs_writing(tmp_path / output)
-        assert start["inputs"] == complete["inputs"]
-        return complete["inputs"]
+        events = lineage_receiver.jobs_writing(tmp_path / output)
+        assert all(e["inputs"] == events[-1]["inputs"] for e in events)
+        return events[-1]["inputs"]
 
     from_list = lineage_receiver.jobs_writing(tmp_path / "from_list")[-1]
     assert [i["name"] for i in from_list["inputs"]] == [str(first), str(second)]
@@ -125,4 +127,4 @@ def test_count_and_collect_without_output_are_not_jobs_by_default(
     # Only the write that reads the data is a job; no <app>.adaptive_spark_plan runs.
     reading = lineage_receiver.jobs_reading(source)
     assert reading == lineage_receiver.jobs_writing(out)
-    assert [e["eventType"] for e in reading] == ["START", "COMPLETE"]
+    assert event_types(reading) == ["START", "RUNNING", "COMPLETE"]

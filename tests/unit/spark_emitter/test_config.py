@@ -90,3 +90,11 @@ def test_read_only_actions_are_filtered_unless_turned_on() -> None:
     assert overridden.report_read_only_actions is False
     with pytest.raises(ConfigurationError, match=key):
         resolve_config({key: "sometimes"}, {}, {})
+
+
+def test_running_interval_defaults_to_ten_seconds_and_must_be_positive() -> None:
+    key = "spark.openlineage.emitter.runningIntervalSeconds"
+    assert resolve_config({}, {}, {}).running_interval == 10.0
+    assert resolve_config({key: "2.5"}, {}, {}).running_interval == 2.5
+    with pytest.raises(ConfigurationError, match=f"{key}: must be positive"):
+        resolve_config({key: "0"}, {}, {})

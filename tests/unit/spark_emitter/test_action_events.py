@@ -1,0 +1,67 @@
+"""The events of one action's run, built from plain facts: what each of START, RUNNING,
+COMPLETE and FAIL carries, and that they all name one run and one job."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from proxy.validation import EventValidator
+from spark_emitter.events import AppContext, action_event, action_run, end_type, is_reported
+from spark_emitter.execution import ExecutionFacts, ReadFacts, WriteFacts
+from spark_emitter.run_ids import uuid7
+
+APP = AppContext(namespace="ns", app_name="etl", app_run_id=uuid7(), spark_version="4.0")
+VALIDATOR = EventValidator(strict=True)
+PLANNED = ExecutionFacts(
+    7,
+    "unknown",
+    "Execute InsertIntoHadoopFsRelationCommand",
+    1_000,
+    1_000,
+    None,
+    output_schema=[("id", "bigint")],
+    reads=[ReadFacts("LogicalRelation", ("file", "/in/orders"))],
+    write=WriteFacts(("file", "/out/daily"), output_names=["id"]),
+)
+
+
+def test_start_running_and_complete_share_the_run_and_only_complete_has_statistics() -> None:
+    run = action_run(APP, PLANNED)
+    ended = dataclasses.replace(PLANNED, action="command", end_ms=9_000, rows=3, bytes=10)
+    events = [
+        action_event(APP, run, PLANNED, "START", PLANNED.start_ms),
+        action_event(APP, run, PLANNED, "RUNNING", 5_000),
+        action_event(APP, run, ended, end_type(ended), ended.end_ms),
+    ]
+    assert [e["eventType"] for e in events] == ["START", "RUNNING", "COMPLETE"]
+    assert [VALIDATOR.validate(e) for e in events] == [[], [], []]
+    assert {e["run"]["runId"] for e in events} == {run.run_id}
+    job = "etl.execute_insert_into_hadoop_fs_relation_command.out_daily"
+    assert {e["job"]["name"] for e in events} == {job}
+    for event in events:
+        assert [i["name"] for i in event["inputs"]] == ["/in/orders"]
+        schema = event["outputs"][0]["facets"]["schema"]
+        assert schema["fields"] == [{"name": "id", "type": "bigint"}]
+    assert ["outputFacets" in e["outputs"][0] for e in events] == [False, False, True]
+
+
+def test_a_query_that_failed_in_analysis_is_a_fail_with_the_error_and_its_stack() -> None:
+    failed = ExecutionFacts(
+        3,
+        "analyze",
+        "Execute UnresolvedDataSource",
+        1_000,
+        1_200,
+        None,
+        error="[PATH_NOT_FOUND] Path does not exist: file:/in/missing.",
+        stack_trace="org.apache.spark.sql.AnalysisException: [PATH_NOT_FOUND] ...",
+        analysis_failed=True,
+    )
+    assert is_reported(APP, failed)  # though nothing is known to be written
+    fail = action_event(APP, action_run(APP, failed), failed, end_type(failed), failed.end_ms)
+    assert VALIDATOR.validate(fail) == []
+    assert fail["eventType"] == "FAIL"
+    assert fail["job"]["name"] == "etl.execute_unresolved_data_source"
+    error = fail["run"]["facets"]["errorMessage"]
+    assert (error["message"], error["programmingLanguage"]) == (failed.error, "JAVA")
+    assert error["stackTrace"] == failed.stack_trace
