@@ -14,14 +14,19 @@ When events go out follows the official integration (``SparkSQLExecutionContext`
   ``QueryExecution`` from ``SQLExecution.getQueryExecution(executionId)`` and builds the
   START with the full event builder (inputs, outputs, facets) from its plans; when that
   is gone (the execution already ended) it logs "No execution info" and sends nothing.
-  We do the same read, so a START carries the inputs, outputs, schemas and column lineage
-  of the plan (not the write's statistics, not the action's name, which only the end
-  event has). Only writes are decided at start; what is decided by the action's name
-  (read-only actions, when reported) and executions whose plan was already gone get
-  their START at the end, stamped with the real start time.
+  Its container tests expect such a START to carry the inputs and outputs with their
+  ``dataSource``, ``schema`` and ``symlinks`` facets and the COMPLETE's job name
+  (``pysparkHadoopFSStartEvent.json``). We do the same read, so a START carries the
+  inputs, outputs, schemas and column lineage of the plan (not the write's statistics,
+  not the action's name, which only the end event has). Only writes are decided at
+  start; what is decided by the action's name (read-only actions, when reported) and
+  executions whose plan was already gone get their START at the end, stamped with the
+  real start time.
 - RUNNING at each Spark job's start and end within the execution (the official sends
-  one per ``SparkListenerJobStart``/``JobEnd`` once the START is out); ours are throttled
-  to one per ``running_interval`` seconds per action, the first one at once.
+  one per ``SparkListenerJobStart``/``JobEnd`` once the START is out, and a RUNNING at a
+  job's end may already carry ``outputStatistics``: ``pysparkOverwriteNameRunningEvent``);
+  ours are throttled to one per ``running_interval`` seconds per action, the first one at
+  once, and carry what the START does — statistics come with the COMPLETE.
 - COMPLETE or FAIL (with the ``errorMessage`` facet) at ``SparkListenerSQLExecutionEnd``.
 
 A driver killed mid-action thus leaves the action's START (and RUNNING) behind, and a
