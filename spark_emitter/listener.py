@@ -247,7 +247,7 @@ class LineageListener:
                 log.info(
                     "openlineage: execution %d failed in analysis, reported as FAIL: %s",
                     execution_id,
-                    facts.error,
+                    (facts.error or "").strip().split("\n", 1)[0],
                 )
             for lineage_event in action_events(self.app, facts):
                 self._sender.submit(lineage_event)
