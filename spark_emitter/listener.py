@@ -69,6 +69,7 @@ from spark_emitter.execution import ExecutionFacts
 from spark_emitter.plan_reader import (
     CatalogContext,
     read_execution,
+    read_finished_execution,
     read_outcome,
     read_started_execution,
 )
@@ -220,29 +221,19 @@ class LineageListener:
         execution_id = int(event.executionId())
         start_ms, root_id = self._starts.pop(execution_id, (None, execution_id))
         live = self._live.pop(execution_id, None)
-        try:
-            facts = read_execution(event, start_ms, self._catalog, self._jvm)
-        except Exception:
-            if live is not None:  # the run was announced: it must still end
-                self._end_from_start(live, event)
-            raise
+        if live is not None:
+            self._end_live(live, event)
+            return
+        facts = read_execution(event, start_ms, self._catalog, self._jvm)
         if facts is None:
-            if live is not None:
-                self._end_from_start(live, event)
             return
         if root_id != execution_id:
             # Part of a bigger command (the write inside CREATE TABLE AS SELECT): its
             # statistics belong to that command's job, which ends after it.
             self._nested.setdefault(root_id, []).append(facts)
             return
-        for nested in self._nested.pop(execution_id, []):
-            if facts.rows is None and nested.rows is not None:
-                facts.rows, facts.bytes, facts.files = nested.rows, nested.bytes, nested.files
-        if live is not None:
-            self._sender.submit(
-                action_event(self.app, live.run, facts, end_type(facts), facts.end_ms)
-            )
-        elif is_reported(self.app, facts):
+        self._add_nested_statistics(facts)
+        if is_reported(self.app, facts):
             if facts.analysis_failed:
                 log.info(
                     "openlineage: execution %d failed in analysis, reported as FAIL: %s",
@@ -252,11 +243,26 @@ class LineageListener:
             for lineage_event in action_events(self.app, facts):
                 self._sender.submit(lineage_event)
 
-    def _end_from_start(self, live: _LiveAction, event: Any) -> None:
-        """End an announced run from what was known at its start (the end's plan could not
-        be read): its outcome and end time still come from the end event."""
-        error, stack = read_outcome(event, self._jvm)
-        facts = dataclasses.replace(
-            live.facts, end_ms=int(event.time()), error=error, stack_trace=stack
-        )
+    def _end_live(self, live: _LiveAction, event: Any) -> None:
+        """COMPLETE or FAIL of an announced run. Its plan was read at the start; the end
+        adds the outcome and the statistics. If even those cannot be read, the run still
+        ends, with the outcome alone."""
+        try:
+            facts = read_finished_execution(event, live.facts, self._jvm)
+        except Exception:
+            error, stack = read_outcome(event, self._jvm)
+            facts = dataclasses.replace(
+                live.facts, end_ms=int(event.time()), error=error, stack_trace=stack
+            )
+            self._sender.submit(
+                action_event(self.app, live.run, facts, end_type(facts), facts.end_ms)
+            )
+            raise
+        self._add_nested_statistics(facts)
         self._sender.submit(action_event(self.app, live.run, facts, end_type(facts), facts.end_ms))
+
+    def _add_nested_statistics(self, facts: ExecutionFacts) -> None:
+        """A command's statistics measured by the write nested in it, when it has none."""
+        for nested in self._nested.pop(facts.execution_id, []):
+            if facts.rows is None and nested.rows is not None:
+                facts.rows, facts.bytes, facts.files = nested.rows, nested.bytes, nested.files

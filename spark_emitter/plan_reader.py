@@ -13,6 +13,7 @@ listener guards the call as a whole.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,7 @@ from spark_emitter.plan import Node, parse_tree, type_name
 __all__ = [
     "CatalogContext",
     "read_execution",
+    "read_finished_execution",
     "read_outcome",
     "read_started_execution",
 ]
@@ -323,6 +325,26 @@ def read_started_execution(
     facts = ExecutionFacts(execution_id, "unknown", "", start_ms, start_ms, None)
     _describe(facts, qe, qe.optimizedPlan(), context)
     return facts
+
+
+def read_finished_execution(end_event: Any, started: ExecutionFacts, jvm: Any) -> ExecutionFacts:
+    """``started`` (read at the execution's start) completed by its end event: the action's
+    name, the outcome, the end time and the write's metrics — the plan is not read again."""
+    error, stack = read_outcome(end_event, jvm)
+    rows = size = files = None
+    qe = end_event.qe()
+    if started.write is not None and qe is not None:
+        rows, size, files = _write_metrics(qe.executedPlan())
+    return dataclasses.replace(
+        started,
+        action=str(_option(end_event.executionName()) or "unknown"),
+        end_ms=int(end_event.time()),
+        error=error,
+        stack_trace=stack,
+        rows=rows,
+        bytes=size,
+        files=files,
+    )
 
 
 def _analysed_plan(qe: Any) -> Any | None:

@@ -92,6 +92,10 @@ def sender(monkeypatch: pytest.MonkeyPatch) -> SenderDouble:
             WRITE, execution_id=event.executionId(), action="command", end_ms=9_000
         ),
     )
+    monkeypatch.setattr(
+        "spark_emitter.listener.read_finished_execution",
+        lambda event, started, _jvm: dataclasses.replace(started, action="command", end_ms=9_000),
+    )
     return SenderDouble()
 
 
@@ -154,7 +158,7 @@ def test_an_announced_run_still_ends_when_its_end_cannot_be_read(
     def broken(*_args: Any) -> None:
         raise RuntimeError("plan reader bug")
 
-    monkeypatch.setattr("spark_emitter.listener.read_execution", broken)
+    monkeypatch.setattr("spark_emitter.listener.read_finished_execution", broken)
     monkeypatch.setattr("spark_emitter.listener.read_outcome", lambda *_: ("task failed", None))
     spark = listener(sender, running_interval=0)
     spark.onOtherEvent(execution_start(1))
