@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -36,6 +37,28 @@ log = logging.getLogger(__name__)
 METRICS = web.AppKey("metrics", ProxyMetrics)
 RULES = web.AppKey("rules", LiveRules)
 VALIDATOR = web.AppKey("validator", EventValidator)
+
+
+class ShutdownBudget:
+    """SIGTERM's one budget (``server.shutdown_timeout_seconds``), shared by every stage
+    of shutdown — in-flight requests, best-effort queue, Kafka flush — so that together
+    they never take longer than the budget."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._started: float | None = None
+
+    async def start(self, app: web.Application) -> None:
+        """``on_shutdown`` hook: aiohttp runs it before waiting for in-flight requests."""
+        self._started = time.monotonic()
+
+    def remaining(self) -> float:
+        if self._started is None:
+            return self.seconds
+        return max(0.0, self.seconds - (time.monotonic() - self._started))
+
+
+SHUTDOWN = web.AppKey("shutdown", ShutdownBudget)
 
 # Clients join "api/v1/lineage" onto whatever URL they were given, so any prefix works.
 LINEAGE_PATH = r"/{prefix:(?:.*/)?}api/v1/lineage"
@@ -108,10 +131,10 @@ async def _destinations_lifecycle(app: web.Application) -> AsyncIterator[None]:
     if watcher is not None:
         watcher.cancel()
         await asyncio.gather(watcher, return_exceptions=True)
-    timeout = config.server.shutdown_timeout_seconds
-    await best_effort.close(timeout)
+    budget = app[SHUTDOWN]
+    await best_effort.close(budget.remaining())
     await rules.close()
-    await resources.close(timeout)
+    await resources.close(budget.remaining())
 
 
 def server_options(config: ProxyConfig) -> dict[str, Any]:
@@ -135,6 +158,8 @@ def create_app(config: ProxyConfig) -> web.Application:
         strict=config.validation.strict,
         extra_schema_dir=config.validation.extra_schema_dir,
     )
+    app[SHUTDOWN] = ShutdownBudget(config.server.shutdown_timeout_seconds)
+    app.on_shutdown.append(app[SHUTDOWN].start)
     app.cleanup_ctx.append(_destinations_lifecycle)
     app.router.add_post(LINEAGE_PATH, post_event, name="lineage")
     app.router.add_post(LINEAGE_PATH + "/batch", post_batch, name="lineage_batch")

@@ -15,7 +15,7 @@ from aiohttp import web
 
 from proxy.auth import Authenticator, Principal
 from proxy.config import ProxyConfig
-from proxy.destinations import DeliveryError
+from proxy.destinations import DeliveryError, TooLarge
 from proxy.http_errors import RequestError, detail
 from proxy.ingest import parse_json, read_body
 from proxy.pipeline import EventPipeline, Rejection
@@ -48,6 +48,12 @@ async def _read_json(request: web.Request) -> tuple[Any, Principal]:
 
 
 def _delivery_failure(error: DeliveryError) -> Rejection:
+    if isinstance(error, TooLarge):
+        # Found before any destination was written: nothing is stored anywhere.
+        message = f"{error.size} bytes; destination {error.destination!r} takes {error.limit}"
+        return Rejection(
+            413, "too_large", "event too large; nothing was stored", [detail("", message)]
+        )
     if error.retriable:
         return Rejection(503, "unavailable", f"not stored, retry later: {error}", retriable=True)
     return Rejection(422, "undeliverable", f"a destination refused the event: {error}")

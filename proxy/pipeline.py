@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 
 from proxy.auth import Principal
-from proxy.destinations import DeliveryError, Destination
+from proxy.destinations import DeliveryError, Destination, TooLarge, payload_limit
 from proxy.metrics import ProxyMetrics
 from proxy.openlineage import event_kind, subject_name
 from proxy.router import Route, Router
@@ -170,6 +170,7 @@ class EventPipeline:
             return
         payload = orjson.dumps(route.event)
         durable = [d for d in route.destinations if d.durable]
+        _refuse_oversized(durable, len(payload))
         for destination in route.destinations:
             if not destination.durable:
                 self.best_effort.submit(destination, route.event, payload)
@@ -211,6 +212,15 @@ class EventPipeline:
             self.metrics.delivery_failures.labels(destination.name, str(exc.retriable)).inc()
             raise
         self._latency(destination.name).observe(time.perf_counter() - started)
+
+
+def _refuse_oversized(durable: list[Destination], size: int) -> None:
+    """Raise :class:`TooLarge` before anything is written when a durable destination
+    could never take the event, so that no other destination keeps a copy of it."""
+    for destination in durable:
+        limit = payload_limit(destination)
+        if limit is not None and size > limit:
+            raise TooLarge(destination.name, size, limit)
 
 
 async def _outcome(delivery: Awaitable[None]) -> BaseException | None:

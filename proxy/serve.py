@@ -50,7 +50,11 @@ async def _serve(config: ProxyConfig) -> None:
                 running_daemons(config, config.server.run_consumers, config.kafka.bootstrap_servers)
             )
         await stop.wait()
-        log.info("shutting down: draining in-flight deliveries")
+        log.info(
+            "shutting down: in-flight requests and unconfirmed Kafka deliveries get up to "
+            "%.0f s (server.shutdown_timeout_seconds)",
+            config.server.shutdown_timeout_seconds,
+        )
         # The proxy first (its producer flushed), then the consumers deliver what is left.
         await runner.cleanup()
     log.info("stopped")

@@ -58,11 +58,12 @@ ProxyFactory = Callable[..., Any]
 
 @pytest.fixture
 def start_proxy(broker: EmbeddedBroker, topic: str) -> ProxyFactory:
-    """``async with start_proxy(**sections) as url:`` — a real proxy on a loopback port."""
+    """``async with start_proxy(**sections) as url:`` — a real proxy on a loopback port
+    (``bootstrap=`` points it at another broker than the session's)."""
 
     @asynccontextmanager
-    async def start(**sections: dict[str, Any]) -> AsyncIterator[str]:
-        config = proxy_config(broker.bootstrap_servers, topic, **sections)
+    async def start(bootstrap: str | None = None, **sections: dict[str, Any]) -> AsyncIterator[str]:
+        config = proxy_config(bootstrap or broker.bootstrap_servers, topic, **sections)
         server = TestServer(create_app(config), host="127.0.0.1")
         await server.start_server(**server_options(config))
         try:

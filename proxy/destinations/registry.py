@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -131,8 +132,19 @@ class DestinationResources:
             log.warning("could not ensure topic %s: %s", topic, exc)
 
     async def close(self, flush_seconds: float) -> None:
+        """Flush every producer within ``flush_seconds`` in all, then stop them."""
+        deadline = time.monotonic() + flush_seconds
         for producer in self._producers.values():
-            left = await asyncio.to_thread(producer.flush, flush_seconds)
+            queued = producer.queued()
+            if queued:
+                log.info(
+                    "shutdown: waiting up to %.1f s for the Kafka broker (%s) to confirm "
+                    "%d queued events",
+                    max(0.0, deadline - time.monotonic()),
+                    producer.settings["bootstrap.servers"],
+                    queued,
+                )
+            left = await asyncio.to_thread(producer.flush, max(0.0, deadline - time.monotonic()))
             if left:
                 log.error("%d Kafka deliveries still queued at shutdown", left)
             producer.stop()
