@@ -20,6 +20,7 @@ from aiohttp import web
 
 from proxy.auth import Authenticator
 from proxy.config import ProxyConfig
+from proxy.destinations.kafka_spool import SpoolMetrics
 from proxy.destinations.registry import DestinationResources
 from proxy.http_errors import RequestError, error_response
 from proxy.lineage_endpoints import AUTHENTICATOR, CONFIG, PIPELINE, post_batch, post_event
@@ -93,7 +94,16 @@ async def _readyz(request: web.Request) -> web.Response:
     states = await asyncio.gather(*(d.ready() for d in durable))
     checks = {d.name: ok for d, ok in zip(durable, states, strict=True)}
     status = 200 if all(states) else 503
-    return web.json_response({"ready": status == 200, "destinations": checks}, status=status)
+    body: dict[str, Any] = {"ready": status == 200, "destinations": checks}
+    # Destinations that can say more (Kafka: whether it is spooling) add it here.
+    notes = {
+        d.name: note()
+        for d in durable
+        if (note := getattr(d, "readiness", None)) is not None and note() is not None
+    }
+    if notes:
+        body["details"] = notes
+    return web.json_response(body, status=status)
 
 
 async def _metrics(request: web.Request) -> web.Response:
@@ -109,6 +119,7 @@ async def _destinations_lifecycle(app: web.Application) -> AsyncIterator[None]:
     resources = DestinationResources(config.kafka, routing.archive_root)
     stats = RoutingStats()
     app[METRICS].registry.register(stats)
+    app[METRICS].registry.register(SpoolMetrics(lambda: resources.spools))
     rules = LiveRules(routing.rules or BUILTIN_RULES, resources, stats)
     try:
         router = await rules.start()

@@ -31,6 +31,11 @@ AUTHENTICATOR = web.AppKey("authenticator", Authenticator)
 _YIELD_EVERY = 64
 
 
+# Said with a 2xx when Kafka could not confirm in time and the event waits, fsynced, in
+# the proxy's local spool (README "What a 2xx means").
+_SPOOLED = {"X-Lineage-Spooled": "true"}
+
+
 def _json(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> web.Response:
     return web.Response(
         status=status, body=orjson.dumps(body), content_type="application/json", headers=headers
@@ -65,8 +70,8 @@ async def post_event(request: web.Request) -> web.Response:
     rejection = pipeline.check(event, principal)
     if rejection is None:
         try:
-            await pipeline.deliver(event)
-            return _json(200, {"status": "success"})
+            spooled = await pipeline.deliver(event)
+            return _json(200, {"status": "success"}, _SPOOLED if spooled else None)
         except DeliveryError as error:
             rejection = _delivery_failure(error)
     elif rejection.reason == "invalid":
@@ -113,6 +118,7 @@ async def post_batch(request: web.Request) -> web.Response:
         return_exceptions=True,
     )
     outcomes = outcomes[: len(valid)]
+    spooled = any(outcome is True for outcome in outcomes)
     for index, outcome in zip(valid, outcomes, strict=True):
         if isinstance(outcome, DeliveryError):
             failures[index] = _delivery_failure(outcome)
@@ -120,7 +126,10 @@ async def post_batch(request: web.Request) -> web.Response:
             raise outcome
     for rejection in failures.values():
         pipeline.metrics.rejected.labels(rejection.reason).inc()
-    return _batch_response(request, len(events), failures)
+    response = _batch_response(request, len(events), failures)
+    if spooled:
+        response.headers.update(_SPOOLED)
+    return response
 
 
 def _batch_response(

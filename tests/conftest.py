@@ -21,12 +21,19 @@ REPO = Path(__file__).resolve().parents[1]
 SPEC_DIR = REPO.parent / "shared" / "openlineage-spec"
 # Where proxies started by tests archive events unless a test names its own directory.
 ARCHIVE_ROOT = Path(tempfile.mkdtemp(prefix="lineage-proxy-test-archive-"))
+# Each proxy a test starts spools (Kafka outage) into a directory of its own under this.
+SPOOL_ROOT = Path(tempfile.mkdtemp(prefix="lineage-proxy-test-spool-"))
+
+
+def fresh_spool_directory() -> Path:
+    return Path(tempfile.mkdtemp(dir=SPOOL_ROOT))
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _remove_test_archive() -> Iterator[None]:
     yield
     shutil.rmtree(ARCHIVE_ROOT, ignore_errors=True)
+    shutil.rmtree(SPOOL_ROOT, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -48,6 +55,7 @@ def proxy_config(bootstrap: str, topic: str, **sections: dict[str, Any]) -> Prox
     data = base.model_dump()
     data["kafka"].update(bootstrap_servers=bootstrap, topic=topic)
     data["routing"]["archive_root"] = ARCHIVE_ROOT
+    data["kafka"]["spool"]["directory"] = fresh_spool_directory()
     for section, values in sections.items():
         data.setdefault(section, {}).update(values)
     return ProxyConfig.model_validate(data)

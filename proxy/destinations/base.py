@@ -57,8 +57,9 @@ class Destination(Protocol):
 
     async def start(self) -> None: ...
 
-    async def deliver(self, event: dict[str, Any], payload: bytes) -> None:
-        """Return once the destination holds ``payload`` (the serialized ``event``)."""
+    async def deliver(self, event: dict[str, Any], payload: bytes) -> bool | None:
+        """Return once the destination holds ``payload`` (the serialized ``event``);
+        True when it holds it in a local spool on its way (Kafka during an outage)."""
 
     async def ready(self) -> bool:
         """Whether the destination can take events right now (for /readyz)."""

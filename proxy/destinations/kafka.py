@@ -13,16 +13,20 @@ import functools
 import logging
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 from proxy.destinations.base import DeliveryError
+from proxy.destinations.spool import SpoolFull
 from proxy.openlineage import event_key, event_kind, subject_name
+
+if TYPE_CHECKING:
+    from proxy.destinations.kafka_spool import KafkaSpool
 
 __all__ = [
     "RECORD_RESERVE_BYTES",
@@ -118,6 +122,8 @@ class KafkaProducer:
         self._reports: deque[_Report] = deque()
         # Set by librdkafka's error callback when no broker answers; cleared by a delivery.
         self.brokers_down = False
+        self.last_delivered = time.monotonic()
+        self.last_timed_out = 0.0
 
     def start(self) -> None:
         self._current = self._new_generation()
@@ -139,6 +145,13 @@ class KafkaProducer:
         current = self._current
         alive = self._poller is not None and self._poller.is_alive()
         return alive and current is not None and current.fatal is None
+
+    @property
+    def delivering(self) -> bool:
+        """False while the broker is known not to confirm: no broker answers, the
+        producer is being replaced, or the latest outcome was a timeout. Any confirmed
+        delivery (a spool drainer's too) makes it True again."""
+        return self.healthy and not self.brokers_down and self.last_timed_out <= self.last_delivered
 
     def _poll_loop(self) -> None:
         while not self._stopping.is_set():
@@ -176,9 +189,9 @@ class KafkaProducer:
         # Runs inside poll()/flush() on a librdkafka-serving thread: only queue the outcome.
         if err is None:
             self.brokers_down = False
-            generation.last_delivered = time.monotonic()
+            generation.last_delivered = self.last_delivered = time.monotonic()
         elif err.code() == KafkaError._MSG_TIMED_OUT:
-            generation.last_timed_out = time.monotonic()
+            generation.last_timed_out = self.last_timed_out = time.monotonic()
         elif _breaks_producer(err):
             generation.fatal = generation.fatal or err
         self._reports.append((generation, done, err, msg))
@@ -278,7 +291,7 @@ class KafkaProducer:
             return False
         return True
 
-    def message_limit(self, topic: str, timeout: float = 5.0) -> int:
+    def message_limit(self, topic: str, timeout: float = 3.0) -> int:
         """Largest message (bytes, key and headers included) ``topic`` takes: the smaller
         of the producer's ``message.max.bytes`` and the topic's ``max.message.bytes`` as
         the broker reports it (the broker's default when the topic sets none). Blocking."""
@@ -395,7 +408,13 @@ def _fail_pending(generation: _Generation) -> None:
 
 
 class KafkaDestination:
-    """Deliver events to one topic with a message key computed from the event."""
+    """Deliver events to one topic with a message key computed from the event.
+
+    With a spool, an event the broker cannot confirm in time (or while it is known to be
+    down) is appended to the spool instead and the delivery counts as done once fsynced;
+    so are later events with the same key until the spool has drained them, so that
+    Kafka receives each key's events in the order they were accepted.
+    """
 
     durable = True
 
@@ -407,12 +426,19 @@ class KafkaDestination:
         *,
         key_for: Callable[[dict[str, Any]], str | None] = event_key,
         extra_headers: Mapping[str, str] | None = None,
+        spool: KafkaSpool | None = None,
     ) -> None:
         self.name = name
         self.topic = topic
         self._producer = producer
         self._key_for = key_for
         self._extra_headers = [(k, v.encode()) for k, v in (extra_headers or {}).items()]
+        self._spool = spool
+        # Per key: the latest direct send still waiting for the broker, and how many
+        # events are on their way into the spool — a later event of that key must not
+        # overtake either.
+        self._direct: dict[str | None, asyncio.Future[None]] = {}
+        self._to_spool: Counter[str | None] = Counter()
         # Largest payload the topic takes; known before anything is written anywhere so
         # that an oversized event is refused (413) rather than half stored.
         self.max_payload_bytes: int | None = None
@@ -423,18 +449,75 @@ class KafkaDestination:
         limit = await asyncio.to_thread(self._producer.message_limit, self.topic)
         self.max_payload_bytes = limit - RECORD_RESERVE_BYTES
 
-    async def deliver(self, event: dict[str, Any], payload: bytes) -> None:
+    async def deliver(self, event: dict[str, Any], payload: bytes) -> bool:
+        """Return True when the event went to the spool rather than straight to Kafka."""
         headers = event_headers(event) + self._extra_headers
+        key = self._key_for(event)
+        if self._spool is not None and self._must_spool(key):
+            await self._store(key, headers, payload, after=self._direct.get(key))
+            return True
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._direct[key] = done
         try:
-            await self._producer.produce(self.topic, payload, self._key_for(event), headers)
+            await self._producer.produce(self.topic, payload, key, headers)
+            return False
         except KafkaException as exc:
             err: KafkaError = exc.args[0]
             # Everything but a message the broker will never take is worth retrying.
             permanent = err.code() in (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_MSG_SIZE)
-            raise DeliveryError(self.name, err.str(), retriable=not permanent) from exc
+            if permanent or self._spool is None:
+                raise DeliveryError(self.name, err.str(), retriable=not permanent) from exc
+            await self._store(key, headers, payload, after=None)
+            return True
+        finally:
+            done.set_result(None)
+            if self._direct.get(key) is done:
+                del self._direct[key]
+
+    def _must_spool(self, key: str | None) -> bool:
+        assert self._spool is not None
+        return (
+            not self._producer.delivering
+            or self._to_spool[key] > 0
+            or self._spool.holds(self.topic, key)
+        )
+
+    async def _store(
+        self,
+        key: str | None,
+        headers: list[tuple[str, bytes]],
+        payload: bytes,
+        after: asyncio.Future[None] | None,
+    ) -> None:
+        assert self._spool is not None
+        self._to_spool[key] += 1
+        try:
+            if after is not None:
+                # An earlier direct send of this key may still land in the spool first.
+                await asyncio.wait([after])
+            await self._spool.store(self.topic, key, headers, payload)
+        except SpoolFull as exc:
+            raise DeliveryError(
+                self.name, f"Kafka did not confirm and {exc}", retriable=True
+            ) from exc
+        except OSError as exc:
+            raise DeliveryError(
+                self.name, f"Kafka did not confirm and the spool failed: {exc}", retriable=True
+            ) from exc
+        finally:
+            self._to_spool[key] -= 1
+            if self._to_spool[key] <= 0:
+                del self._to_spool[key]
 
     async def ready(self) -> bool:
-        return await asyncio.to_thread(self._producer.cluster_reachable, 2.0)
+        """Ready when the broker answers, or while the spool takes events for it."""
+        if await asyncio.to_thread(self._producer.cluster_reachable, 2.0):
+            return True
+        return self._spool is not None and self._spool.accepting
+
+    def readiness(self) -> dict[str, Any] | None:
+        """What /readyz adds to its body for this destination: the spool's state."""
+        return None if self._spool is None else self._spool.status()
 
     async def close(self) -> None:
         """Nothing of its own to close: the shared producer is flushed by its owner."""

@@ -11,6 +11,7 @@ archive directories are placed under the configured archive root.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -30,7 +31,9 @@ from proxy.destinations.kafka import (
     refuse_weaker_durability,
 )
 from proxy.destinations.kafka_keys import key_function
+from proxy.destinations.kafka_spool import KafkaSpool, spool_directory
 from proxy.destinations.retry import CircuitBreaker
+from proxy.destinations.spool import Spool
 
 __all__ = [
     "ArchiveDestinationConfig",
@@ -102,6 +105,10 @@ class DestinationResources:
         self.archive_root = archive_root
         self._producers: dict[tuple[tuple[str, Any], ...], KafkaProducer] = {}
         self._ensured: set[str] = set()
+        # Topics to create (name → partitions, replication) once a broker answers.
+        self._wanted: dict[str, tuple[int, int]] = {}
+        # One spool per cluster (bootstrap servers), shared by its producers' destinations.
+        self._spools: dict[str, KafkaSpool] = {}
 
     def producer(self, overrides: Mapping[str, Any]) -> KafkaProducer:
         settings = producer_settings(
@@ -118,15 +125,42 @@ class DestinationResources:
     def producers(self) -> list[KafkaProducer]:
         return list(self._producers.values())
 
+    @property
+    def spools(self) -> list[KafkaSpool]:
+        return list(self._spools.values())
+
+    async def spool_for(self, producer: KafkaProducer) -> KafkaSpool | None:
+        """The started spool for ``producer``'s cluster, or None when spooling is off."""
+        config = self.kafka.spool
+        if not config.enabled:
+            return None
+        servers = producer.settings["bootstrap.servers"]
+        if servers not in self._spools:
+            directory = spool_directory(config.directory, servers)
+            spool = KafkaSpool(
+                Spool(directory, config.max_bytes, config.segment_bytes),
+                producer,
+                before_send=functools.partial(self._create_wanted, producer),
+            )
+            await spool.start()
+            self._spools[servers] = spool
+        return self._spools[servers]
+
     async def ensure_topic(self, producer: KafkaProducer, topic: str, config: Any) -> None:
         """Create ``topic`` once per process if config.yaml allows; a failure only warns
-        (the broker may come later; /readyz says so meanwhile)."""
-        if not self.kafka.create_topics or topic in self._ensured:
+        (the broker may come later: the spool drainer tries again before it sends)."""
+        if not self.kafka.create_topics:
             return
         partitions = config.partitions or self.kafka.topic_partitions
         replication = config.replication_factor or self.kafka.topic_replication_factor
+        self._wanted[topic] = (partitions, replication)
+        await self._create_wanted(producer, topic)
+
+    async def _create_wanted(self, producer: KafkaProducer, topic: str) -> None:
+        if topic in self._ensured or topic not in self._wanted:
+            return
         try:
-            await asyncio.to_thread(producer.ensure_topics, {topic: (partitions, replication)})
+            await asyncio.to_thread(producer.ensure_topics, {topic: self._wanted[topic]}, 3.0)
             self._ensured.add(topic)
         except Exception as exc:
             log.warning("could not ensure topic %s: %s", topic, exc)
@@ -134,6 +168,9 @@ class DestinationResources:
     async def close(self, flush_seconds: float) -> None:
         """Flush every producer within ``flush_seconds`` in all, then stop them."""
         deadline = time.monotonic() + flush_seconds
+        for spool in self._spools.values():
+            await spool.close()
+        self._spools.clear()
         for producer in self._producers.values():
             queued = producer.queued()
             if queued:
@@ -158,7 +195,12 @@ async def _build_kafka(
     topic = config.topic or resources.kafka.topic
     await resources.ensure_topic(producer, topic, config)
     return KafkaDestination(
-        name, producer, topic, key_for=key_function(config.key), extra_headers=config.headers
+        name,
+        producer,
+        topic,
+        key_for=key_function(config.key),
+        extra_headers=config.headers,
+        spool=await resources.spool_for(producer),
     )
 
 

@@ -23,6 +23,9 @@ from tests.sample_events import run_event
 pytestmark = pytest.mark.integration
 
 RECOVERY_SECONDS = 30
+# These tests are about the producer itself: without a spool, every answer while the
+# broker cannot confirm is a 503 and /readyz says so (test_spool_outage.py has the spool).
+NO_SPOOL = {"spool": {"enabled": False}}
 
 
 async def _readiness(session: ClientSession, url: str) -> int | str:
@@ -70,7 +73,7 @@ async def test_broker_paused_then_resumed_serves_2xx_again_without_restart(
     pid = dedicated_broker.pid
     assert pid is not None
     async with (
-        start_proxy(bootstrap=dedicated_broker.bootstrap_servers) as url,
+        start_proxy(bootstrap=dedicated_broker.bootstrap_servers, kafka=NO_SPOOL) as url,
         ClientSession() as probe,
     ):
 
@@ -110,7 +113,7 @@ async def test_broker_replaced_on_same_address_serves_2xx_again_and_loses_nothin
 ):
     first_broker = dedicated_broker
     async with (
-        start_proxy(bootstrap=first_broker.bootstrap_servers) as url,
+        start_proxy(bootstrap=first_broker.bootstrap_servers, kafka=NO_SPOOL) as url,
         ClientSession() as probe,
     ):
         # What the first broker holds is read before it dies (it keeps nothing on disk).
