@@ -202,7 +202,7 @@ class KafkaProducer:
         self._next_replacement = time.monotonic() + 1.0
         log.error(
             "Kafka producer %d cannot deliver any more (%s); replacing it, its %d "
-            "undelivered events are answered 503 (retriable)",
+            "undelivered events fail as retriable (spooled, or 503 without a spool)",
             old.number,
             old.fatal.str() if old.fatal else "?",
             len(old.pending),

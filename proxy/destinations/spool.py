@@ -46,6 +46,8 @@ log = logging.getLogger(__name__)
 _HEAD = struct.Struct(">III")
 _SUFFIX = ".spool"
 _LOCK_NAME = ".lock"
+# How much of a segment the drainer reads at a time.
+_READ_CHUNK = 4 * 1024 * 1024
 
 Headers = list[tuple[str, bytes]]
 
@@ -157,13 +159,10 @@ class Spool:
     async def open(self) -> None:
         """Lock the directory, cut torn tails, and count what an earlier process left
         (the drainer sends it first)."""
-        records = await asyncio.to_thread(self._recover)
-        for record in records:
-            self._keys[(record.topic, record.key)] += 1
-        self.events = len(records)
+        self._keys, self._oldest = await asyncio.to_thread(self._recover)
+        self.events = self._keys.total()
         self.bytes = sum(s.size for s in self._segments)
-        self._oldest = records[0].spooled_at if records else None
-        if records:
+        if self.events:
             log.warning(
                 "spool %s holds %d events (%d bytes) from an earlier run; draining them to Kafka",
                 self.directory,
@@ -243,13 +242,13 @@ class Spool:
 
     async def _write_loop(self) -> None:
         while True:
-            await self._wake.wait()
-            self._wake.clear()
-            batch, self._pending = self._pending, []
-            if not batch:
+            if not self._pending:
                 if self._stopping:
                     return
+                await self._wake.wait()
+                self._wake.clear()
                 continue
+            batch, self._pending = self._pending, []
             try:
                 await asyncio.to_thread(self._write, [a.frame for a in batch])
             except OSError as exc:
@@ -271,7 +270,9 @@ class Spool:
         if self._keys[item.key] <= 0:
             del self._keys[item.key]
 
-    def _recover(self) -> list[SpooledRecord]:
+    def _recover(self) -> tuple[Counter[tuple[str, str | None]], float | None]:
+        """Keys of the records left on disk and the oldest one's time; one segment in
+        memory at a time."""
         self.directory.mkdir(parents=True, exist_ok=True)
         lock_file = (self.directory / _LOCK_NAME).open("ab")
         try:
@@ -283,7 +284,8 @@ class Spool:
                 "proxy process its own kafka.spool.directory"
             ) from None
         self._lock_file = lock_file
-        records: list[SpooledRecord] = []
+        keys: Counter[tuple[str, str | None]] = Counter()
+        oldest: float | None = None
         for path in sorted(self.directory.glob(f"segment-*{_SUFFIX}")):
             number = int(path.name[len("segment-") : -len(_SUFFIX)])
             data = path.read_bytes()
@@ -302,11 +304,12 @@ class Spool:
             if not found:
                 path.unlink()
                 continue
-            records.extend(found)
+            keys.update((r.topic, r.key) for r in found)
+            oldest = found[0].spooled_at if oldest is None else oldest
             self._segments.append(_Segment(number, path, valid))
         if self._segments:
             self._cursor = (self._segments[0].number, 0)
-        return records
+        return keys, oldest
 
     def _write(self, frames: list[bytes]) -> None:
         with self._lock:
@@ -358,8 +361,11 @@ class Spool:
             return []
         with path.open("rb") as handle:
             handle.seek(offset)
-            data = handle.read(size - offset)
-        records, _ = decode_records(data, segment.number)
+            data = handle.read(min(size - offset, _READ_CHUNK))
+            records, _ = decode_records(data, segment.number)
+            if not records:  # one record larger than a chunk
+                data += handle.read(size - offset - len(data))
+                records, _ = decode_records(data, segment.number)
         # decode_records counts ends from 0 in ``data``: shift them to file offsets.
         return [dataclasses.replace(r, end=r.end + offset) for r in records[:limit]]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -103,3 +104,16 @@ async def test_a_second_process_cannot_use_a_locked_spool_directory(tmp_path: Pa
     with pytest.raises(RuntimeError, match="another process"):
         await _spool(tmp_path).open()
     await first.close()
+
+
+async def test_close_writes_appends_still_queued_and_they_survive_a_restart(tmp_path: Path):
+    spool = _spool(tmp_path)
+    await spool.open()
+    appends = [asyncio.create_task(spool.append("t", "k", [], b"%d" % i)) for i in range(50)]
+    await asyncio.sleep(0)
+    await asyncio.gather(*appends)
+    await spool.close()
+    again = _spool(tmp_path)
+    await again.open()
+    assert [r.value for r in await _read_all(again)] == [b"%d" % i for i in range(50)]
+    await again.close()
