@@ -51,8 +51,8 @@ async def _serve(config: ProxyConfig) -> None:
             )
         await stop.wait()
         log.info(
-            "shutting down: in-flight requests and unconfirmed Kafka deliveries get up to "
-            "%.0f s (server.shutdown_timeout_seconds)",
+            "shutting down: draining in-flight requests and unconfirmed Kafka deliveries "
+            "for at most %.0f s (server.shutdown_timeout_seconds)",
             config.server.shutdown_timeout_seconds,
         )
         # The proxy first (its producer flushed), then the consumers deliver what is left.

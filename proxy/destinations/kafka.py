@@ -291,11 +291,13 @@ class KafkaProducer:
             return False
         return True
 
-    def message_limit(self, topic: str, timeout: float = 3.0) -> int:
+    def message_limit(self, topic: str, ask_broker: bool = True, timeout: float = 3.0) -> int:
         """Largest message (bytes, key and headers included) ``topic`` takes: the smaller
         of the producer's ``message.max.bytes`` and the topic's ``max.message.bytes`` as
         the broker reports it (the broker's default when the topic sets none). Blocking."""
         limit = int(self.settings.get("message.max.bytes", _LIBRDKAFKA_MESSAGE_MAX_BYTES))
+        if not ask_broker:
+            return limit
         admin = AdminClient(self.settings)
         resource = ConfigResource(ResourceType.TOPIC, topic)
         try:
@@ -446,7 +448,10 @@ class KafkaDestination:
     async def start(self) -> None:
         """Learn the topic's message size limit; the shared producer's lifetime is owned
         by whoever created it."""
-        limit = await asyncio.to_thread(self._producer.message_limit, self.topic)
+        producer = self._producer
+        # A broker that is down cannot say: then the producer's own limit holds.
+        ask = await asyncio.to_thread(producer.cluster_reachable, 1.0)
+        limit = await asyncio.to_thread(producer.message_limit, self.topic, ask)
         self.max_payload_bytes = limit - RECORD_RESERVE_BYTES
 
     async def deliver(self, event: dict[str, Any], payload: bytes) -> bool:

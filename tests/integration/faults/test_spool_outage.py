@@ -119,6 +119,7 @@ async def test_broker_absent_at_start_events_are_spooled_then_arrive_in_order_wi
         assert record.headers == dict(event_headers(event))
 
 
+@pytest.mark.slow
 async def test_broker_killed_mid_load_and_replaced_every_event_acknowledged_after_is_found(
     start_proxy, topic
 ):
@@ -138,7 +139,7 @@ async def test_broker_killed_mid_load_and_replaced_every_event_acknowledged_afte
 
             try:
                 load, (killed_at, up_at) = await asyncio.gather(
-                    post_events(url, (run_event() for _ in range(1200)), pause_seconds=0.2),
+                    post_events(url, (run_event() for _ in range(900)), pause_seconds=0.2),
                     kill_and_replace(),
                 )
                 drain_seconds = await _drained_within(url, DRAIN_SECONDS)
