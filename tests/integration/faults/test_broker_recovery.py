@@ -55,13 +55,6 @@ async def _ready_within(session: ClientSession, url: str, seconds: float) -> boo
     return False
 
 
-def _acknowledged_at(load: LoadResult) -> list[tuple[float, str]]:
-    """(answer time, runId) of every 2xx; ``answers`` and ``acknowledged`` are appended
-    together, in the same order."""
-    times = [t for t, s in load.answers if isinstance(s, int) and 200 <= s < 300]
-    return list(zip(times, load.acknowledged, strict=True))
-
-
 def _recovery(load: LoadResult, since: float) -> float | None:
     first = load.first_success_after(since)
     return None if first is None else round(first - since, 2)
@@ -141,7 +134,7 @@ async def test_broker_replaced_on_same_address_serves_2xx_again_and_loses_nothin
                 replace_broker(),
             )
             ready_again = await _ready_within(probe, url, RECOVERY_SECONDS)
-            acked = _acknowledged_at(load)
+            acked = load.acknowledged_at()
             after_up = [run_id for t, run_id in acked if t >= up_at]
             # Sent to a dead broker and answered 2xx long after it died: a false promise.
             while_down = [run_id for t, run_id in acked if killed_at + 1 < t < up_at]
