@@ -12,6 +12,10 @@ numbers on a shared 2-core machine are noise:
 - ``routing``: the proxy routing single events by a rules file of 1 rule against one of
   100 rules whose 100th is the one that matches (both to Kafka only); the issue asks for
   ``hundred_vs_one_rule`` ≥ 0.9. ``bench/routing_rules.py`` measures routing alone.
+- ``repairs``: the same valid event through the proxy with repairs on (the default) and
+  off (``validation.mode: strict``) — ``valid_with_vs_without_repairs`` should be ≈ 1,
+  repairs run only after validation failed — and an event with a naive ``eventTime``
+  that gets repaired (``repaired_vs_valid``: what a repair costs when it does run).
 
 Load comes from ``wrk`` (a separate C process) so the load generator is not the limit.
 """
@@ -52,6 +56,9 @@ done = function(summary, latency, requests)
     latency:percentile(50), latency:percentile(99)))
 end
 """
+
+
+LINEAGE = "/api/v1/lineage"
 
 
 def log(message: str) -> None:
@@ -147,7 +154,13 @@ def main() -> int:
     parser.add_argument("--seconds", type=int, default=10, help="per scenario (default 10)")
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--batch-size", type=int, default=100)
+    parser.add_argument(
+        "--scenarios",
+        default="single,batch,routing,repairs",
+        help="comma-separated subset of single,batch,routing,repairs (default: all)",
+    )
     args = parser.parse_args()
+    wanted = set(args.scenarios.split(","))
     if shutil.which("wrk") is None:
         log("bench: wrk not found; install it (apt-get install wrk) or use scripts/bench.sh")
         return 2
@@ -156,6 +169,8 @@ def main() -> int:
     single = work / "single.json"
     batch = work / "batch.json"
     single.write_bytes(orjson.dumps(rich_run_event()))
+    naive = work / "naive.json"
+    naive.write_bytes(orjson.dumps({**rich_run_event(), "eventTime": "2026-11-23T10:00:00.123"}))
     batch.write_bytes(orjson.dumps([rich_run_event() for _ in range(args.batch_size)]))
     python = sys.executable
     results: dict[str, Any] = {}
@@ -174,11 +189,12 @@ def main() -> int:
             "LINEAGE_PROXY__ROUTING__ARCHIVE_ROOT": str(work / "archive"),
         }
         proxy = [python, "-m", "proxy", "serve", "--config", str(REPO / "config.yaml")]
-        lineage = "/api/v1/lineage"
         for label, body, per_request, path in (
-            ("single", single, 1, lineage),
-            ("batch", batch, args.batch_size, lineage + "/batch"),
+            ("single", single, 1, LINEAGE),
+            ("batch", batch, args.batch_size, LINEAGE + "/batch"),
         ):
+            if label not in wanted:
+                continue
             scenario = {
                 "parse_200": measure(
                     f"{label}/parse_200",
@@ -211,28 +227,10 @@ def main() -> int:
                 "proxy_vs_naive_forwarder": round(scenario["proxy"]["events_per_s"] / naive, 3),
             }
             results[label] = scenario
-        routing = {
-            name: measure(
-                f"routing/{name}",
-                proxy,
-                {
-                    **proxy_env,
-                    "LINEAGE_PROXY__ROUTING__RULES": str(rules_file(work / f"{name}.yaml", n)),
-                },
-                port,
-                lineage,
-                single,
-                1,
-                args,
-            )
-            for name, n in (("one_rule", 1), ("hundred_rules", 100))
-        }
-        routing["ratios"] = {
-            "hundred_vs_one_rule": round(
-                routing["hundred_rules"]["events_per_s"] / routing["one_rule"]["events_per_s"], 3
-            )
-        }
-        results["routing"] = routing
+        if "routing" in wanted:
+            results["routing"] = routing_scenario(proxy, proxy_env, port, single, work, args)
+        if "repairs" in wanted:
+            results["repairs"] = repairs_scenario(proxy, proxy_env, port, single, naive, args)
     report = {
         "benchmark": "http_ingest",
         "event_bytes": single.stat().st_size,
@@ -244,6 +242,64 @@ def main() -> int:
     }
     print(json.dumps(report, indent=2))
     return 0
+
+
+def routing_scenario(
+    proxy: list[str],
+    proxy_env: dict[str, str],
+    port: int,
+    single: Path,
+    work: Path,
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    routing = {
+        name: measure(
+            f"routing/{name}",
+            proxy,
+            {
+                **proxy_env,
+                "LINEAGE_PROXY__ROUTING__RULES": str(rules_file(work / f"{name}.yaml", n)),
+            },
+            port,
+            LINEAGE,
+            single,
+            1,
+            args,
+        )
+        for name, n in (("one_rule", 1), ("hundred_rules", 100))
+    }
+    routing["ratios"] = {
+        "hundred_vs_one_rule": round(
+            routing["hundred_rules"]["events_per_s"] / routing["one_rule"]["events_per_s"], 3
+        )
+    }
+    return routing
+
+
+def repairs_scenario(
+    proxy: list[str],
+    proxy_env: dict[str, str],
+    port: int,
+    single: Path,
+    naive: Path,
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    strict = {**proxy_env, "LINEAGE_PROXY__VALIDATION__MODE": "strict"}
+    repairs = {
+        "valid_repairs_off": measure(
+            "repairs/valid_repairs_off", proxy, strict, port, LINEAGE, single, 1, args
+        ),
+        "valid_repairs_on": measure(
+            "repairs/valid_repairs_on", proxy, proxy_env, port, LINEAGE, single, 1, args
+        ),
+        "repaired": measure("repairs/repaired", proxy, proxy_env, port, LINEAGE, naive, 1, args),
+    }
+    on, off = repairs["valid_repairs_on"], repairs["valid_repairs_off"]
+    repairs["ratios"] = {
+        "valid_with_vs_without_repairs": round(on["events_per_s"] / off["events_per_s"], 3),
+        "repaired_vs_valid": round(repairs["repaired"]["events_per_s"] / on["events_per_s"], 3),
+    }
+    return repairs
 
 
 if __name__ == "__main__":

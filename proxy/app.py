@@ -19,25 +19,30 @@ from typing import Any
 from aiohttp import web
 
 from proxy.auth import Authenticator
+from proxy.client_faults import ClientFaults, ServerLog
 from proxy.config import ProxyConfig
+from proxy.connections import ConnectionGuard
 from proxy.destinations.kafka_spool import SpoolMetrics
 from proxy.destinations.registry import DestinationResources
-from proxy.http_errors import RequestError, error_response
+from proxy.http_errors import ClientFault, RequestError, error_response
 from proxy.lineage_endpoints import AUTHENTICATOR, CONFIG, PIPELINE, post_batch, post_event
 from proxy.metrics import ProxyMetrics
 from proxy.pipeline import BestEffortQueue, EventPipeline
 from proxy.validation import EventValidator
+from proxy.validation.repairs import EventRepairer
 from routing_rules.loader import BUILTIN_RULES
 from routing_rules.reload import LiveRules
 from routing_rules.stats import RoutingStats
 
-__all__ = ["METRICS", "RULES", "create_app", "server_options"]
+__all__ = ["CONNECTIONS", "METRICS", "RULES", "create_app", "server_options"]
 
 log = logging.getLogger(__name__)
 
 METRICS = web.AppKey("metrics", ProxyMetrics)
 RULES = web.AppKey("rules", LiveRules)
 VALIDATOR = web.AppKey("validator", EventValidator)
+CLIENT_FAULTS = web.AppKey("client_faults", ClientFaults)
+CONNECTIONS = web.AppKey("connections", ConnectionGuard)
 
 
 class ShutdownBudget:
@@ -72,15 +77,23 @@ async def _errors_and_metrics(request: web.Request, handler: Handler) -> web.Str
     endpoint = request.match_info.route.name or "other"
     try:
         response = await handler(request)
+    except ClientFault as exc:
+        # The client's doing (it left, or was too slow): counted apart, logged sparingly.
+        request.app[CLIENT_FAULTS].record(exc.reason, exc.error, request.remote)
+        response = exc.response()
     except RequestError as exc:
         request.app[METRICS].rejected.labels(exc.reason).inc()
         response = exc.response()
     except web.HTTPException as exc:
-        response = error_response(exc.status, exc.reason)
+        response = error_response(
+            exc.status, exc.reason, reason=exc.reason.lower().replace(" ", "_")
+        )
     except Exception:
         # A bug of ours, never the client's input: log it whole, answer without internals.
         log.exception("unhandled error on %s %s", request.method, request.path)
-        response = error_response(500, "internal error; the event was not stored")
+        response = error_response(
+            500, "internal error; the event was not stored", reason="internal_error"
+        )
     request.app[METRICS].requests.labels(endpoint, str(response.status)).inc()
     return response
 
@@ -130,7 +143,8 @@ async def _destinations_lifecycle(app: web.Application) -> AsyncIterator[None]:
     best_effort = BestEffortQueue(
         routing.best_effort_queue_size, routing.best_effort_concurrency, app[METRICS]
     )
-    pipeline = EventPipeline(app[VALIDATOR], router, app[METRICS], best_effort)
+    repairer = EventRepairer(config.validation.enabled_repairs())
+    pipeline = EventPipeline(app[VALIDATOR], router, app[METRICS], best_effort, repairer)
     best_effort.start(pipeline.deliver_to)
     app[PIPELINE] = pipeline
     watcher = (
@@ -148,25 +162,34 @@ async def _destinations_lifecycle(app: web.Application) -> AsyncIterator[None]:
     await resources.close(budget.remaining())
 
 
-def server_options(config: ProxyConfig) -> dict[str, Any]:
+def server_options(app: web.Application) -> dict[str, Any]:
     """Keyword arguments for aiohttp's runner that the proxy's guarantees depend on."""
+    server = app[CONFIG].server
     return {
         # We inflate gzip ourselves, with a cap; aiohttp's own inflation has none.
         "auto_decompress": False,
-        "shutdown_timeout": config.server.shutdown_timeout_seconds,
+        "shutdown_timeout": server.shutdown_timeout_seconds,
+        "keepalive_timeout": server.keepalive_timeout_seconds,
+        # A client's broken HTTP is counted and logged sparingly, not as our ERROR.
+        "logger": ServerLog(app[CLIENT_FAULTS]),
         "access_log": None,
     }
 
 
 def create_app(config: ProxyConfig) -> web.Application:
     """Build the app; ``config.kafka.bootstrap_servers`` must be a real address by now."""
-    app = web.Application(middlewares=[_errors_and_metrics])
+    metrics = ProxyMetrics()
+    faults = ClientFaults(metrics)
+    guard = ConnectionGuard(config.server, faults, metrics)
+    app = web.Application(middlewares=[guard.middleware, _errors_and_metrics])
     app[CONFIG] = config
-    app[METRICS] = ProxyMetrics()
+    app[METRICS] = metrics
+    app[CLIENT_FAULTS] = faults
+    app[CONNECTIONS] = guard
     app[AUTHENTICATOR] = Authenticator(config.auth)
     # Compiling every facet model is the expensive part of start-up; done once, here.
     app[VALIDATOR] = EventValidator(
-        strict=config.validation.strict,
+        strict=config.validation.is_strict,
         extra_schema_dir=config.validation.extra_schema_dir,
     )
     app[SHUTDOWN] = ShutdownBudget(config.server.shutdown_timeout_seconds)

@@ -1,8 +1,14 @@
 """Bearer-token authentication and per-token namespace scope.
 
 Tokens are compared in constant time (against every configured token, so timing does
-not even reveal which one matched). A token may be limited to job namespaces by glob:
-a token for ``team-a*`` posting an event of ``team-b`` is refused with 403.
+not even reveal which one matched). A token's scope is a list of globs per event kind:
+
+* RunEvents and JobEvents: ``job.namespace`` must match ``namespaces`` — a token for
+  ``team-a*`` posting a run of ``team-b`` is refused with 403. The datasets a run read
+  or wrote are not checked: a job reports what it touched, wherever that lives.
+* DatasetEvents (no job): ``dataset.namespace`` must match ``dataset_namespaces``, which
+  defaults to ``namespaces`` — so a ``team-a*`` token cannot post a DatasetEvent for
+  ``postgres://db:5432`` unless that namespace is listed there.
 """
 
 from __future__ import annotations
@@ -24,12 +30,15 @@ class Principal:
 
     name: str
     namespaces: tuple[str, ...]
+    dataset_namespaces: tuple[str, ...]
 
-    def may_post_for(self, namespace: str) -> bool:
-        return any(fnmatchcase(namespace, pattern) for pattern in self.namespaces)
+    def may_post_for(self, namespace: str, *, dataset_event: bool = False) -> bool:
+        """Whether a job namespace (or, for a DatasetEvent, a dataset namespace) is in scope."""
+        patterns = self.dataset_namespaces if dataset_event else self.namespaces
+        return any(fnmatchcase(namespace, pattern) for pattern in patterns)
 
 
-ANONYMOUS = Principal("anonymous", ("*",))
+ANONYMOUS = Principal("anonymous", ("*",), ("*",))
 
 
 def _digest(token: str) -> bytes:
@@ -43,7 +52,8 @@ class Authenticator:
     def __init__(self, config: AuthConfig) -> None:
         self.enabled = config.enabled
         self._tokens = [
-            (_digest(t.secret()), Principal(t.name, tuple(t.namespaces))) for t in config.tokens
+            (_digest(t.secret()), Principal(t.name, tuple(t.namespaces), t.dataset_scope()))
+            for t in config.tokens
         ]
 
     def authenticate(self, authorization: str | None) -> Principal:

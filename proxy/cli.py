@@ -48,7 +48,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
     config = _config(args) if args.config else ProxyConfig()
     validator = EventValidator(
-        strict=args.strict or config.validation.strict,
+        strict=args.strict or config.validation.is_strict,
         extra_schema_dir=config.validation.extra_schema_dir,
     )
     bad = 0
@@ -122,6 +122,7 @@ def _cmd_rules_check(args: argparse.Namespace) -> int:
 
 def _cmd_rules_test(args: argparse.Namespace) -> int:
     from proxy.validation import EventValidator
+    from proxy.validation.repairs import EventRepairer
     from routing_rules.dry_run import DryRun
     from routing_rules.loader import load_rules_file
 
@@ -132,9 +133,10 @@ def _cmd_rules_test(args: argparse.Namespace) -> int:
         return EXIT_INVALID
     config = _config(args) if args.config else ProxyConfig()
     validator = EventValidator(
-        strict=config.validation.strict, extra_schema_dir=config.validation.extra_schema_dir
+        strict=config.validation.is_strict, extra_schema_dir=config.validation.extra_schema_dir
     )
-    dry_run = DryRun(rules, validator, source=str(args.file))
+    repairer = EventRepairer(config.validation.enabled_repairs())
+    dry_run = DryRun(rules, validator, repairer, source=str(args.file))
     status = EXIT_OK
     for name in args.events:
         try:
@@ -144,6 +146,8 @@ def _cmd_rules_test(args: argparse.Namespace) -> int:
             status = EXIT_INVALID
             continue
         for outcome in dry_run.outcomes(name, document):
+            if outcome.invalid:
+                status = EXIT_INVALID
             if args.json:
                 print(orjson.dumps(outcome.as_json()).decode())
             else:

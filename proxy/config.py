@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, m
 from consumers.config import ConsumerConfig
 from proxy.destinations.kafka import refuse_weaker_durability
 from proxy.secrets import check_one_source, secret_value
+from proxy.validation.repairs import REPAIR_NAMES, RepairName
 from proxy.yaml_source import (
     ConfigError,
     YamlDocument,
@@ -66,6 +67,18 @@ class ServerConfig(Section):
     retry_after_seconds: Annotated[int, Field(ge=1)] = 5
     # Consumer daemons (names under `consumers:`) that `serve` runs in the same process.
     run_consumers: list[str] = Field(default_factory=list)
+    # Misbehaving clients (slowloris, idle floods) must not hold the proxy's connections:
+    # a request's header must be complete this long after its first byte (or after the
+    # connection opened) ...
+    header_timeout_seconds: Annotated[float, Field(gt=0)] = 10.0
+    # ... its body this long after the header ...
+    body_timeout_seconds: Annotated[float, Field(gt=0)] = 60.0
+    # ... and an idle keep-alive connection is closed after this long. Keep it above the
+    # idle timeout of any load balancer in front (60 s on common ones).
+    keepalive_timeout_seconds: Annotated[float, Field(gt=0)] = 75.0
+    # Open connections at most; beyond it a new connection gets 503 and is closed.
+    # Lowered at start to what the process's open-file limit allows.
+    max_connections: Annotated[int, Field(gt=0)] = 10_000
 
 
 class SpoolConfig(Section):
@@ -99,10 +112,25 @@ class KafkaConfig(Section):
 
 
 class ValidationConfig(Section):
-    # Reject facets whose _schemaURL points at no schema we know.
+    # repair: events that break the spec only in the ways listed in `repairs` are repaired,
+    # forwarded and counted (proxy/validation/repairs.py). strict: the spec as written —
+    # no repairs, and facets whose _schemaURL points at no known schema are rejected.
+    mode: Literal["repair", "strict"] = "repair"
+    # The same as mode: strict (the older spelling, kept so existing configs still mean
+    # what they meant).
     strict: bool = False
+    # Which repairs are on in mode: repair; [] turns them all off.
+    repairs: list[RepairName] = Field(default_factory=lambda: list(REPAIR_NAMES))
     # Directory of extra facet JSON Schemas (*.json) registered next to the spec's own.
     extra_schema_dir: Path | None = None
+
+    @property
+    def is_strict(self) -> bool:
+        return self.strict or self.mode == "strict"
+
+    def enabled_repairs(self) -> tuple[RepairName, ...]:
+        """The repairs to apply: none in strict mode."""
+        return () if self.is_strict else tuple(dict.fromkeys(self.repairs))
 
 
 class TokenConfig(Section):
@@ -110,8 +138,12 @@ class TokenConfig(Section):
     # The secret itself, or the name of an environment variable holding it.
     token: SecretStr | None = None
     token_env: str | None = None
-    # Job namespaces this token may post for, as globs; ["*"] allows all.
+    # Job namespaces this token may post RunEvents and JobEvents for, as globs; ["*"]
+    # allows all.
     namespaces: list[str] = Field(default_factory=lambda: ["*"])
+    # Dataset namespaces this token may post DatasetEvents for, as globs; None: the same
+    # globs as `namespaces`.
+    dataset_namespaces: list[str] | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> TokenConfig:
@@ -120,6 +152,12 @@ class TokenConfig(Section):
 
     def secret(self) -> str:
         return secret_value(self.token, self.token_env)
+
+    def dataset_scope(self) -> tuple[str, ...]:
+        """Globs for DatasetEvents' namespaces."""
+        return tuple(
+            self.namespaces if self.dataset_namespaces is None else self.dataset_namespaces
+        )
 
 
 class AuthConfig(Section):

@@ -1,8 +1,10 @@
 """The one error shape every 4xx/5xx of the proxy answers with.
 
-``{"error": "...", "details": [{"pointer": "/run/runId", "message": "..."}]}`` — the
-pointer is an RFC 6901 JSON pointer into the request body, so a client author can find
-the field without reading our logs.
+``{"error": "...", "reason": "invalid", "details": [{"pointer": "/run/runId", "message":
+"..."}]}`` — the pointer is an RFC 6901 JSON pointer into the request body, so a client
+author can find the field without reading our logs; ``reason`` is a short stable label a
+client can branch on. Neither ever carries file paths or exception text: those go to the
+log only.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-__all__ = ["RequestError", "detail", "error_response"]
+__all__ = ["ClientFault", "RequestError", "detail", "error_body", "error_response"]
 
 
 def detail(pointer: str, message: str) -> dict[str, str]:
@@ -37,11 +39,25 @@ class RequestError(Exception):
         self.error = error
         self.details = [dict(d) for d in details]
         self.headers = dict(headers or {})
-        # Short machine label for metrics (rejected_total{reason=...}).
+        # Short machine label for metrics (rejected_total{reason=...}) and for clients.
         self.reason = reason
 
     def response(self) -> web.Response:
-        return error_response(self.status, self.error, self.details, headers=self.headers)
+        return error_response(
+            self.status, self.error, self.details, headers=self.headers, reason=self.reason
+        )
+
+
+class ClientFault(RequestError):
+    """The client broke the exchange itself (left mid-body, sent too slowly, bad framing).
+
+    Counted as ``client_errors_total{kind=reason}`` and logged at a limited rate, never
+    as an error of ours: one client must not be able to flood the log or the metrics.
+    """
+
+
+def error_body(error: str, reason: str, details: list[dict[str, Any]] | None = None) -> bytes:
+    return orjson.dumps({"error": error, "reason": reason, "details": details or []})
 
 
 def error_response(
@@ -50,11 +66,11 @@ def error_response(
     details: list[dict[str, Any]] | None = None,
     *,
     headers: Mapping[str, str] | None = None,
+    reason: str = "bad_request",
 ) -> web.Response:
-    body = {"error": error, "details": details or []}
     return web.Response(
         status=status,
-        body=orjson.dumps(body),
+        body=error_body(error, reason, details),
         content_type="application/json",
         headers=headers,
     )

@@ -1,26 +1,31 @@
 """Turn an HTTP request body into JSON: size limits, gzip/deflate, lenient content types.
 
 This is where an event enters. Everything here protects the process: a body is read
-in chunks and refused as soon as it passes the limit, and a compressed body is inflated
-with a cap so that a gzip bomb costs us at most ``max_decompressed_bytes``.
+in chunks within a deadline and refused as soon as it passes the limit, and a
+compressed body is inflated with a cap so that a gzip bomb costs us at most
+``max_decompressed_bytes``. A client that leaves or stalls mid-body is a
+:class:`ClientFault`, not an error of ours.
 """
 
 from __future__ import annotations
 
+import asyncio
 import zlib
 from typing import Any
 
-import orjson
 from aiohttp import web
 
 from proxy.config import ServerConfig
-from proxy.http_errors import RequestError, detail
+from proxy.exact_json import JSONDecodeError, loads
+from proxy.http_errors import ClientFault, RequestError, detail
 
 __all__ = ["parse_json", "read_body"]
 
 _CHUNK = 64 * 1024
 # Ratios are only judged past this size: small JSON legitimately compresses very well.
 _RATIO_FLOOR = 1024 * 1024
+# Members of one gzip body at most: each costs a copy of what follows it.
+_MAX_GZIP_MEMBERS = 64
 _JSON_TYPES = ("application/json", "text/json", "application/x-json", "text/plain", "")
 
 
@@ -28,32 +33,73 @@ def _too_large(what: str, limit: int) -> RequestError:
     return RequestError(413, f"{what} exceeds the limit of {limit} bytes", reason="too_large")
 
 
-async def _read_raw(request: web.Request, limit: int) -> bytes:
+async def _read_raw(request: web.Request, limits: ServerConfig) -> bytes:
+    limit = limits.max_body_bytes
     length = request.content_length
     if length is not None and length > limit:
         raise _too_large("request body", limit)
+    if request.content.is_eof():  # the usual case: the whole body came with the header
+        return await _read_chunks(request, limit)
+    try:
+        async with asyncio.timeout(limits.body_timeout_seconds):
+            return await _read_chunks(request, limit)
+    except TimeoutError:
+        raise ClientFault(
+            408,
+            f"request body not received within {limits.body_timeout_seconds:g} s",
+            reason="body_timeout",
+        ) from None
+
+
+async def _read_chunks(request: web.Request, limit: int) -> bytes:
     chunks: list[bytes] = []
     size = 0
-    while chunk := await request.content.read(_CHUNK):
-        size += len(chunk)
-        if size > limit:
-            raise _too_large("request body", limit)
-        chunks.append(chunk)
+    try:
+        while chunk := await request.content.read(_CHUNK):
+            size += len(chunk)
+            if size > limit:
+                raise _too_large("request body", limit)
+            chunks.append(chunk)
+    except ConnectionError:
+        raise ClientFault(
+            499, "client closed the connection before the whole body", reason="disconnected"
+        ) from None
+    except web.RequestPayloadError as exc:  # bad chunked framing, short body
+        raise ClientFault(400, f"malformed request body: {exc}", reason="bad_http") from None
     return b"".join(chunks)
 
 
+def _not_valid(encoding: str, why: str) -> RequestError:
+    return RequestError(400, f"body is not valid {encoding} data: {why}", reason="bad_encoding")
+
+
 def _inflate(body: bytes, encoding: str, limits: ServerConfig) -> bytes:
-    wbits = 16 + zlib.MAX_WBITS if encoding in ("gzip", "x-gzip") else zlib.MAX_WBITS
-    inflater = zlib.decompressobj(wbits)
+    gzip = encoding in ("gzip", "x-gzip")
+    wbits = 16 + zlib.MAX_WBITS if gzip else zlib.MAX_WBITS
     limit = limits.max_decompressed_bytes
-    try:
-        out = inflater.decompress(body, limit + 1)
-    except zlib.error as exc:
-        raise RequestError(
-            400, f"body is not valid {encoding} data: {exc}", reason="bad_encoding"
-        ) from None
-    if len(out) > limit or inflater.unconsumed_tail:
-        raise _too_large("decompressed body", limit)
+    parts: list[bytes] = []
+    size = 0
+    rest = body
+    # A gzip body may hold several members one after another (RFC 1952 §2.2); each is
+    # inflated, within one budget. Deflate is one stream: anything after it is refused.
+    while rest:
+        if len(parts) == _MAX_GZIP_MEMBERS:
+            raise _not_valid(encoding, f"more than {_MAX_GZIP_MEMBERS} gzip members")
+        inflater = zlib.decompressobj(wbits)
+        try:
+            part = inflater.decompress(rest, limit + 1 - size)
+        except zlib.error as exc:
+            raise _not_valid(encoding, str(exc)) from None
+        size += len(part)
+        if size > limit or inflater.unconsumed_tail:
+            raise _too_large("decompressed body", limit)
+        if not inflater.eof:
+            raise _not_valid(encoding, "the compressed data is truncated")
+        parts.append(part)
+        rest = inflater.unused_data
+        if rest and not gzip:
+            raise _not_valid(encoding, "data follows the end of the compressed stream")
+    out = b"".join(parts)
     if len(out) > _RATIO_FLOOR and len(out) > limits.max_gzip_ratio * max(len(body), 1):
         raise RequestError(
             413,
@@ -65,7 +111,7 @@ def _inflate(body: bytes, encoding: str, limits: ServerConfig) -> bytes:
 
 async def read_body(request: web.Request, limits: ServerConfig) -> bytes:
     """The request body, decompressed per Content-Encoding, within the configured limits."""
-    body = await _read_raw(request, limits.max_body_bytes)
+    body = await _read_raw(request, limits)
     encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
     if encoding in ("", "identity"):
         return body
@@ -81,8 +127,8 @@ async def read_body(request: web.Request, limits: ServerConfig) -> bytes:
 def parse_json(body: bytes, content_type: str) -> Any:
     """Parse JSON whatever the declared content type; say so if the type was the problem."""
     try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
+        return loads(body)
+    except JSONDecodeError as exc:
         hint = ""
         if content_type.lower() not in _JSON_TYPES:
             hint = f" (Content-Type was {content_type!r}; send application/json)"

@@ -18,7 +18,7 @@ from proxy.config import ProxyConfig
 from proxy.destinations import DeliveryError, TooLarge
 from proxy.http_errors import RequestError, detail
 from proxy.ingest import parse_json, read_body
-from proxy.pipeline import EventPipeline, Rejection
+from proxy.pipeline import Accepted, EventPipeline, Rejection
 
 __all__ = ["AUTHENTICATOR", "CONFIG", "PIPELINE", "post_batch", "post_event"]
 
@@ -59,21 +59,28 @@ def _delivery_failure(error: DeliveryError) -> Rejection:
         return Rejection(
             413, "too_large", "event too large; nothing was stored", [detail("", message)]
         )
+    # Short and stable for the client; the cause (paths, broker errors) is in our log.
+    name = error.destination
     if error.retriable:
-        return Rejection(503, "unavailable", f"not stored, retry later: {error}", retriable=True)
-    return Rejection(422, "undeliverable", f"a destination refused the event: {error}")
+        return Rejection(503, "unavailable", f"{name} unavailable, retry later", retriable=True)
+    return Rejection(422, "undeliverable", f"{name} refused the event")
 
 
 async def post_event(request: web.Request) -> web.Response:
     event, principal = await _read_json(request)
     pipeline = request.app[PIPELINE]
     rejection = pipeline.check(event, principal)
-    if rejection is None:
+    if isinstance(rejection, Accepted):
+        accepted = rejection
         try:
-            spooled = await pipeline.deliver(event)
-            return _json(200, {"status": "success"}, _SPOOLED if spooled else None)
+            spooled = await pipeline.deliver(accepted.event)
         except DeliveryError as error:
             rejection = _delivery_failure(error)
+        else:
+            body: dict[str, Any] = {"status": "success"}
+            if accepted.repairs:
+                body["repaired"] = [repair.as_json() for repair in accepted.repairs]
+            return _json(200, body, _SPOOLED if spooled else None)
     elif rejection.reason == "invalid":
         await pipeline.deliver_rejected(event, rejection)
     headers = _retry_after(request) if rejection.retriable else None
@@ -101,19 +108,19 @@ async def post_batch(request: web.Request) -> web.Response:
 
     pipeline = request.app[PIPELINE]
     failures: dict[int, Rejection] = {}
-    valid: list[int] = []
+    valid: dict[int, Accepted] = {}
     for index, event in enumerate(events):
         if index and index % _YIELD_EVERY == 0:
             await asyncio.sleep(0)
-        rejection = pipeline.check(event, principal)
-        if rejection is None:
-            valid.append(index)
+        checked = pipeline.check(event, principal)
+        if isinstance(checked, Accepted):
+            valid[index] = checked
         else:
-            failures[index] = rejection
+            failures[index] = checked
 
     invalid = [i for i, r in failures.items() if r.reason == "invalid"]
     outcomes = await asyncio.gather(
-        *(pipeline.deliver(events[i]) for i in valid),
+        *(pipeline.deliver(accepted.event) for accepted in valid.values()),
         *(pipeline.deliver_rejected(events[i], failures[i]) for i in invalid),
         return_exceptions=True,
     )
@@ -126,14 +133,18 @@ async def post_batch(request: web.Request) -> web.Response:
             raise outcome
     for rejection in failures.values():
         pipeline.metrics.rejected.labels(rejection.reason).inc()
-    response = _batch_response(request, len(events), failures)
+    repaired = {i: a for i, a in valid.items() if a.repairs and i not in failures}
+    response = _batch_response(request, len(events), failures, repaired)
     if spooled:
         response.headers.update(_SPOOLED)
     return response
 
 
 def _batch_response(
-    request: web.Request, received: int, failures: dict[int, Rejection]
+    request: web.Request,
+    received: int,
+    failures: dict[int, Rejection],
+    repaired: dict[int, Accepted],
 ) -> web.Response:
     retriable = sum(1 for r in failures.values() if r.retriable)
     summary = {
@@ -154,6 +165,12 @@ def _batch_response(
         for index, rejection in sorted(failures.items())
     ]
     body: dict[str, Any] = {"summary": summary, "failed_events": failed_events}
+    if repaired:
+        # Stored, but not as sent: per index, what was changed (pointers into the body).
+        body["repaired_events"] = [
+            {"index": index, "repairs": [r.as_json(f"/{index}") for r in accepted.repairs]}
+            for index, accepted in sorted(repaired.items())
+        ]
     if not failures:
         return _json(200, {"status": "success", **body})
     if summary["successful"]:

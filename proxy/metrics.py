@@ -24,6 +24,13 @@ class ProxyMetrics:
             ["reason"],
             registry=self.registry,
         )
+        self.repaired = Counter(
+            "lineage_proxy_events_repaired",
+            "Values repaired in events that were then accepted, by repair "
+            "(proxy/validation/repairs.py).",
+            ["repair"],
+            registry=self.registry,
+        )
         self.delivery_seconds = Histogram(
             "lineage_proxy_delivery_seconds",
             "Time from hand-over to a destination until it confirmed the event.",
@@ -52,6 +59,24 @@ class ProxyMetrics:
             "lineage_proxy_http_requests",
             "HTTP requests by endpoint and status.",
             ["endpoint", "status"],
+            registry=self.registry,
+        )
+
+        self.client_errors = Counter(
+            "lineage_proxy_client_errors",
+            "Requests a client broke at the HTTP level (left mid-body, too slow, bad framing),"
+            " by kind; never counted as the proxy's errors.",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.open_connections = Gauge(
+            "lineage_proxy_open_connections",
+            "Client connections open now.",
+            registry=self.registry,
+        )
+        self.connections_refused = Counter(
+            "lineage_proxy_connections_refused",
+            "Connections answered 503 and closed because server.max_connections were open.",
             registry=self.registry,
         )
 

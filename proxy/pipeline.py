@@ -1,9 +1,10 @@
-"""One event's way through the proxy: validate → authorize → route → deliver.
+"""One event's way through the proxy: validate (repair) → authorize → route → deliver.
 
 Kept apart from HTTP so that the single and the batch endpoint share it, and so that it
 reads like the flow in DESIGN.md §1. :meth:`EventPipeline.check` is pure CPU and never
-raises; :meth:`EventPipeline.deliver` returns only when every durable destination has the
-event.
+raises; an event that fails validation only at places a named repair can fix is
+repaired, validated again and accepted as a ``RepairedEvent`` copy.
+:meth:`EventPipeline.deliver` returns only when every durable destination has the event.
 
 This is the one place that decides what a multi-destination delivery means: durable
 destinations (kafka, archive, http with ``required: true``) are awaited together and any
@@ -21,19 +22,20 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
-
-import orjson
 
 from proxy.auth import Principal
 from proxy.destinations import DeliveryError, Destination, TooLarge, payload_limit
+from proxy.exact_json import dumps
 from proxy.metrics import ProxyMetrics
-from proxy.openlineage import event_kind, subject_name
+from proxy.openlineage import EventKind, event_kind, subject_name
+from proxy.openlineage.rejected import rejected_envelope
+from proxy.openlineage.repaired import Repair, RepairedEvent
 from proxy.router import Route, Router
 from proxy.validation import EventValidator
+from proxy.validation.repairs import EventRepairer, validate_or_repair
 
-__all__ = ["BestEffortQueue", "EventPipeline", "Rejection"]
+__all__ = ["Accepted", "BestEffortQueue", "EventPipeline", "Rejection"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +49,17 @@ class Rejection:
     error: str
     details: list[dict[str, str]] = field(default_factory=list)
     retriable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    """An event that may be delivered: as it came, or a repaired copy."""
+
+    event: dict[str, Any]
+
+    @property
+    def repairs(self) -> tuple[Repair, ...]:
+        return self.event.repairs if isinstance(self.event, RepairedEvent) else ()
 
 
 class BestEffortQueue:
@@ -102,8 +115,10 @@ class EventPipeline:
         router: Router,
         metrics: ProxyMetrics,
         best_effort: BestEffortQueue,
+        repairer: EventRepairer,
     ) -> None:
         self.validator = validator
+        self.repairer = repairer
         self.router = router
         self.metrics = metrics
         self.best_effort = best_effort
@@ -113,12 +128,12 @@ class EventPipeline:
         self._accepted = functools.cache(metrics.accepted.labels)
         self._latency = functools.cache(metrics.delivery_seconds.labels)
 
-    def check(self, event: Any, principal: Principal) -> Rejection | None:
-        """Validate and authorize; None when the event may be delivered.
+    def check(self, event: Any, principal: Principal) -> Accepted | Rejection:
+        """Validate (repairing if allowed) and authorize.
 
         Rejections are counted where they become a response, once per event.
         """
-        issues = self.validator.validate(event)
+        event, issues = validate_or_repair(self.validator, self.repairer, event)
         if issues:
             return Rejection(
                 400,
@@ -126,16 +141,26 @@ class EventPipeline:
                 "event does not follow the OpenLineage spec",
                 [{"pointer": i.pointer, "message": i.message} for i in issues],
             )
+        if isinstance(event, RepairedEvent):
+            for repair in event.repairs:
+                self.metrics.repaired.labels(repair.name).inc()
         subject = subject_name(event)
-        if subject is not None and not principal.may_post_for(subject[0]):
-            pointer = "/dataset/namespace" if "job" not in event else "/job/namespace"
+        dataset_event = event_kind(event) is EventKind.DATASET
+        if subject is not None and not principal.may_post_for(
+            subject[0], dataset_event=dataset_event
+        ):
+            pointer, scope = (
+                ("/dataset/namespace", "dataset_namespaces")
+                if dataset_event
+                else ("/job/namespace", "namespaces")
+            )
             return Rejection(
                 403,
                 "forbidden",
                 f"token {principal.name!r} may not post events for namespace {subject[0]!r}",
-                [{"pointer": pointer, "message": "namespace outside the token's scope"}],
+                [{"pointer": pointer, "message": f"namespace outside the token's {scope}"}],
             )
-        return None
+        return Accepted(event)
 
     async def deliver(self, event: dict[str, Any]) -> bool:
         """Route and deliver; raise :class:`DeliveryError` if a durable destination failed.
@@ -149,18 +174,15 @@ class EventPipeline:
         """Send an event that failed validation, with its reasons, to the ``rejected``
         route if the rules name one. The client's 4xx does not depend on it: failures
         are logged and counted, never raised."""
-        envelope = {
-            "eventTime": datetime.now(UTC)
-            .isoformat(timespec="milliseconds")
-            .replace("+00:00", "Z"),
-            "rejection": {
+        envelope = rejected_envelope(
+            event,
+            {
                 "status": rejection.status,
                 "reason": rejection.reason,
                 "error": rejection.error,
                 "details": rejection.details,
             },
-            "event": event,
-        }
+        )
         route = self.router.route_rejected(envelope)
         try:
             await self._deliver_route(route)
@@ -170,7 +192,7 @@ class EventPipeline:
     async def _deliver_route(self, route: Route) -> bool:
         if not route.destinations:
             return False
-        payload = orjson.dumps(route.event)
+        payload = dumps(route.event)
         durable = [d for d in route.destinations if d.durable]
         _refuse_oversized(durable, len(payload))
         for destination in route.destinations:

@@ -10,58 +10,83 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import resource
 import signal
+from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from proxy.app import RULES, create_app, server_options
+from proxy.app import CONFIG, CONNECTIONS, RULES, create_app, server_options
 from proxy.config import ProxyConfig
+from proxy.connections import GuardedSite
 from proxy.embedded_broker import EmbeddedBroker
 
-__all__ = ["run_server"]
+__all__ = ["run_server", "serving"]
 
 log = logging.getLogger(__name__)
 
 
+@contextlib.asynccontextmanager
+async def serving(app: web.Application) -> AsyncIterator[int]:
+    """Listen on ``server.host``/``server.port`` (0: any free port, yielded) until exit,
+    then stop accepting, let in-flight requests finish and run the app's cleanup."""
+    server = app[CONFIG].server
+    runner = web.AppRunner(app, handle_signals=False, **server_options(app))
+    await runner.setup()
+    try:
+        app[CONNECTIONS].apply_fd_limit()
+        site = GuardedSite(runner, app[CONNECTIONS], server.host, server.port)
+        await site.start()
+        yield site.port
+    finally:
+        await runner.cleanup()
+
+
+def _raise_open_file_limit() -> None:
+    """Every connection is a file descriptor: allow as many as the hard limit does."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
 async def _serve(config: ProxyConfig) -> None:
     app = create_app(config)
-    runner = web.AppRunner(app, handle_signals=False, **server_options(config))
-    await runner.setup()
-    site = web.TCPSite(runner, config.server.host, config.server.port)
-    await site.start()
-    log.info(
-        "lineage-proxy listening on http://%s:%d (Kafka %s, topic %s)",
-        config.server.host,
-        config.server.port,
-        config.kafka.bootstrap_servers,
-        config.kafka.topic,
-    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    # SIGHUP re-reads the rules file; a broken one is refused and the old rules stay.
-    loop.add_signal_handler(signal.SIGHUP, app[RULES].request_reload)
-    async with contextlib.AsyncExitStack() as consumers:
+    async with contextlib.AsyncExitStack() as running:
+        # Exits run in reverse: the proxy stops first (its producer flushed), then the
+        # consumers deliver what is left.
         if config.server.run_consumers:
             from consumers.run import running_daemons
 
-            await consumers.enter_async_context(
+            await running.enter_async_context(
                 running_daemons(config, config.server.run_consumers, config.kafka.bootstrap_servers)
             )
+        port = await running.enter_async_context(serving(app))
+        log.info(
+            "lineage-proxy listening on http://%s:%d (Kafka %s, topic %s)",
+            config.server.host,
+            port,
+            config.kafka.bootstrap_servers,
+            config.kafka.topic,
+        )
+        # SIGHUP re-reads the rules file; a broken one is refused and the old rules stay.
+        loop.add_signal_handler(signal.SIGHUP, app[RULES].request_reload)
         await stop.wait()
         log.info(
             "shutting down: draining in-flight requests and unconfirmed Kafka deliveries "
             "for at most %.0f s (server.shutdown_timeout_seconds)",
             config.server.shutdown_timeout_seconds,
         )
-        # The proxy first (its producer flushed), then the consumers deliver what is left.
-        await runner.cleanup()
     log.info("stopped")
 
 
 def run_server(config: ProxyConfig) -> None:
     """Start an embedded broker if the config asks for one, then serve until signalled."""
+    _raise_open_file_limit()
     with contextlib.ExitStack() as stack:
         if config.kafka.bootstrap_servers == "embedded":
             broker = stack.enter_context(EmbeddedBroker())

@@ -1,6 +1,6 @@
 """The dry run behind ``lineage-proxy rules test``: what the proxy would do with an event.
 
-Events go through the same validator and the same compiled ruleset as in the proxy;
+Events go through the same validator, repairs and compiled ruleset as in the proxy;
 destinations are only named, nothing is sent. Events of one run share the ruleset's
 state, so a file of RUNNING events shows the throttle at work.
 """
@@ -13,7 +13,9 @@ from typing import Any
 
 import orjson
 
+from proxy.openlineage.repaired import Repair, RepairedEvent
 from proxy.validation import EventValidator
+from proxy.validation.repairs import EventRepairer, validate_or_repair
 from routing_rules.compiler import compile_rules
 from routing_rules.ruleset import Trace
 from routing_rules.schema import RulesFile
@@ -35,6 +37,8 @@ class Outcome:
     defaulted: bool = False
     # Validation problems (pointer, message); the event then takes the rejected route.
     invalid: list[tuple[str, str]] = field(default_factory=list)
+    # What the proxy would repair before routing (proxy/validation/repairs.py).
+    repairs: tuple[Repair, ...] = ()
     event: Any = None
 
     def as_json(self) -> dict[str, Any]:
@@ -42,6 +46,7 @@ class Outcome:
             "event_label": self.label,
             "valid": not self.invalid,
             "problems": [{"pointer": p, "message": m} for p, m in self.invalid],
+            "repaired": [repair.as_json() for repair in self.repairs],
             "matched": self.matched,
             "transforms": [
                 {"rule": r, "transform": t, "changed": n} for r, t, n in self.transforms
@@ -59,6 +64,10 @@ class Outcome:
             lines += [f"    {p or '/'}: {m}" for p, m in self.invalid]
             lines.append(f"  rejected route: {', '.join(self.destinations) or '(none)'}")
             return "\n".join(lines)
+        for repair in self.repairs:
+            lines.append(
+                f"  repaired [{repair.name}] {repair.pointer}: {repair.before} → {repair.after}"
+            )
         lines.append(f"  matched: {', '.join(self.matched) or '(no rule)'}")
         for rule, transform, changed in self.transforms:
             lines.append(f"  transform [{rule}] {transform}: {changed} changed")
@@ -74,12 +83,19 @@ class Outcome:
 
 
 class DryRun:
-    def __init__(self, rules: RulesFile, validator: EventValidator, source: str = "") -> None:
+    def __init__(
+        self,
+        rules: RulesFile,
+        validator: EventValidator,
+        repairer: EventRepairer,
+        source: str = "",
+    ) -> None:
         kinds = {name: config.kind for name, config in rules.destinations.items()}
         self.ruleset = compile_rules(
             rules, lambda name: f"{name} ({kinds[name]})", RoutingStats(), source=source
         )
         self.validator = validator
+        self.repairer = repairer
 
     def outcomes(self, label: str, document: Any) -> Iterator[Outcome]:
         """One outcome per event; a JSON array is a batch, labelled ``label[i]``."""
@@ -90,7 +106,7 @@ class DryRun:
             yield self.outcome(label, document)
 
     def outcome(self, label: str, event: Any) -> Outcome:
-        issues = self.validator.validate(event)
+        event, issues = validate_or_repair(self.validator, self.repairer, event)
         if issues:
             return Outcome(
                 label,
@@ -107,5 +123,6 @@ class DryRun:
             destinations=[str(d) for d in route.destinations],
             dropped_by=route.dropped_by,
             defaulted=trace.defaulted,
+            repairs=event.repairs if isinstance(event, RepairedEvent) else (),
             event=route.event,
         )

@@ -7,9 +7,11 @@ one whole ruleset, old or new, never a mix.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from proxy.destinations import Destination
+from proxy.openlineage.repaired import RepairedEvent
 from proxy.router import Route
 from routing_rules.ruleset import Ruleset
 
@@ -21,7 +23,11 @@ class RulesRouter:
         self.ruleset = ruleset
 
     def route(self, event: dict[str, Any]) -> Route:
-        return self.ruleset.route(event)
+        route = self.ruleset.route(event)
+        if isinstance(event, RepairedEvent) and route.event is not event:
+            # Transforms work on a plain copy; what was repaired still travels with it.
+            return replace(route, event=RepairedEvent(route.event, event.repairs))
+        return route
 
     def route_rejected(self, envelope: dict[str, Any]) -> Route:
         return Route(envelope, self.ruleset.rejected)

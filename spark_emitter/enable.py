@@ -12,10 +12,10 @@ import atexit
 import logging
 import os
 import time
-import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from proxy.openlineage.run_ids import uuid7
 from spark_emitter.config import EmitterConfig, resolve_config
 from spark_emitter.delivery import DeliveryStats, EventSender
 from spark_emitter.events import AppContext, JobRef, normalize_name
@@ -94,7 +94,7 @@ def _app_context(spark: Any, config: EmitterConfig, conf: Mapping[str, str]) -> 
     return AppContext(
         namespace=config.namespace,
         app_name=normalize_name(config.app_name or spark.sparkContext.appName),
-        app_run_id=str(uuid.uuid4()),
+        app_run_id=uuid7(),
         spark_version=spark.version,
         spark_properties={k: conf[k] for k in config.captured_properties if k in conf},
         parent=parent,

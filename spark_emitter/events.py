@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import re
 import unicodedata
-import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from proxy import __version__
+from proxy.openlineage.run_ids import uuid7
 from spark_emitter.column_lineage import (
     ColumnLineage,
     InputColumn,
@@ -41,7 +41,12 @@ __all__ = [
 PRODUCER = f"https://github.com/lineage-proxy/lineage-proxy/tree/{__version__}/spark_emitter"
 SCHEMA_URL = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent"
 _FACETS = "https://openlineage.io/spec/facets"
-_SPARK_PROPERTIES_SCHEMA = f"{PRODUCER}/SparkPropertiesFacet.json#/$defs/SparkPropertiesFacet"
+# Our one custom facet; its schema ships in the repository at this path and the proxy's
+# validator registers it by default (proxy/validation/extra_schemas.py).
+_SPARK_PROPERTIES_SCHEMA = (
+    "https://github.com/lineage-proxy/lineage-proxy/blob/main/"
+    "proxy/validation/schemas/SparkPropertiesFacet.json#/$defs/SparkPropertiesFacet"
+)
 
 # Executions Spark runs for display or internally (schema inference, show(), first()):
 # reporting them as jobs would bury the real work. Writes are always reported.
@@ -320,7 +325,7 @@ def _outputs(facts: ExecutionFacts, complete: bool) -> list[dict[str, Any]]:
 
 def action_events(app: AppContext, facts: ExecutionFacts) -> list[dict[str, Any]]:
     """START and COMPLETE (or FAIL) of one action's run, parented to the application."""
-    run_id = str(uuid.uuid4())
+    run_id = uuid7(facts.start_ms)
     job = (app.namespace, job_name(app, facts))
     job_facets = {"jobType": _job_type("SQL_JOB")}
     parent = _parent_facet(app.application, app.root or app.parent or app.application)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import uuid
@@ -11,14 +12,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp.test_utils import TestServer
 
-from proxy.app import create_app, server_options
+from proxy.app import create_app
 from proxy.config import ProxyConfig, load_config
 from proxy.embedded_broker import EmbeddedBroker
+from proxy.serve import serving
 
 REPO = Path(__file__).resolve().parents[1]
-SPEC_DIR = REPO.parent / "shared" / "openlineage-spec"
+# The official OpenLineage spec (JSON Schemas and examples), the oracle of the validator
+# tests: next to the repository, or wherever OPENLINEAGE_SPEC_DIR says.
+SPEC_DIR = Path(
+    os.environ.get("OPENLINEAGE_SPEC_DIR") or REPO.parent / "shared" / "openlineage-spec"
+)
 # Where proxies started by tests archive events unless a test names its own directory.
 ARCHIVE_ROOT = Path(tempfile.mkdtemp(prefix="lineage-proxy-test-archive-"))
 # Each proxy a test starts spools (Kafka outage) into a directory of its own under this.
@@ -66,18 +71,16 @@ ProxyFactory = Callable[..., Any]
 
 @pytest.fixture
 def start_proxy(broker: EmbeddedBroker, topic: str) -> ProxyFactory:
-    """``async with start_proxy(**sections) as url:`` — a real proxy on a loopback port
-    (``bootstrap=`` points it at another broker than the session's)."""
+    """``async with start_proxy(**sections) as url:`` — a real proxy on a loopback port,
+    served exactly as ``lineage-proxy serve`` serves it (``bootstrap=`` points it at
+    another broker than the session's)."""
 
     @asynccontextmanager
     async def start(bootstrap: str | None = None, **sections: dict[str, Any]) -> AsyncIterator[str]:
+        sections["server"] = {"host": "127.0.0.1", "port": 0, **sections.get("server", {})}
         config = proxy_config(bootstrap or broker.bootstrap_servers, topic, **sections)
-        server = TestServer(create_app(config), host="127.0.0.1")
-        await server.start_server(**server_options(config))
-        try:
-            yield str(server.make_url("")).rstrip("/")
-        finally:
-            await server.close()
+        async with serving(create_app(config)) as port:
+            yield f"http://127.0.0.1:{port}"
 
     return start
 

@@ -1,7 +1,8 @@
 """The archive: append-only JSON Lines files, partitioned for Spark, fsynced before acking.
 
 Used by the proxy (an ``archive`` destination in a rules file), by the consumer daemons
-(Kafka → archive) and read by the Spark jobs; all of them import this module.
+(Kafka → archive) and read by the Spark jobs; all of them import this module. Partition
+and file naming live in :mod:`proxy.destinations.archive_layout` (re-exported here).
 
 Layout under the archive directory::
 
@@ -9,15 +10,12 @@ Layout under the archive directory::
     dt=2026-11-23/namespace=s3%3A%2F%2Fbucket/events-...-0002-....jsonl.gz
     dt=2026-11-23/namespace=team-a/_events-...-0003-....jsonl.inprogress   (being written)
 
-- ``dt`` is the UTC date of the event's ``eventTime``; ``namespace`` is the job namespace
-  (a DatasetEvent's dataset namespace), escaped the way Hive and Spark escape partition
-  values (``%`` + two hex digits for ``"#%'*/:=?\\{[]^``, control characters and DEL),
-  so Spark's partition discovery gives back the original string. An empty namespace is
-  ``__HIVE_DEFAULT_PARTITION__``.
+- ``dt`` and ``namespace``: see :mod:`proxy.destinations.archive_layout` (UTC date,
+  Hive-escaped namespace, shortened with a digest when too long for a file name).
 - One event per line: the exact bytes the destination was handed, then ``\\n``.
 - A file is written under a name starting with ``_`` and ending in ``.inprogress``;
   on rotation (size or age) it is fsynced, closed and renamed to its final name, so a
-  final name only ever holds a complete file. **Readers must ignore names starting with
+  final name only ever holds whole lines. **Readers must ignore names starting with
   ``_`` or ``.``** — Spark and Hadoop do by default, so ``spark.read.json(directory)``
   sees only finished files, with ``dt`` and ``namespace`` as partition columns.
   (Set ``spark.sql.sources.partitionColumnTypeInference.enabled=false`` if a namespace
@@ -27,33 +25,50 @@ Layout under the archive directory::
 - Durability: :meth:`ArchiveWriter.write` returns only after the line is fsynced.
   Concurrent writes are group-committed: everything that arrived while the previous
   write+fsync ran goes to disk in the next one, on a worker thread, so throughput is
-  not one fsync per event and the event loop never blocks.
+  not one fsync per event and the event loop never blocks. Each partition of a group
+  commits on its own: a failure in one fails only the events of that partition.
+- Failures: files are written with unbuffered ``os.write`` in append mode, so nothing
+  is held in memory that a later close could fail on. A failed write (disk full, I/O
+  error) is cut back to the file's last fsynced length and fails its events with a
+  retriable error (the client gets 503 + Retry-After); the next write simply tries
+  again, so the writer recovers by itself once space is back. A write that does not
+  return within ``write_timeout_seconds`` (a stalled disk) fails the same way, and
+  while one is stuck new writes fail at once. :meth:`ArchiveWriter.writable` (``/readyz``)
+  is false while the last commit failed and a small probe write still fails.
 - Several processes may write to one directory: names carry the pid and a random part,
-  and an in-progress file is held under an exclusive ``flock``. At start a writer
-  finalises in-progress files nobody holds (left by a crash; their fsynced lines are
-  kept).
+  and an in-progress file is held under an exclusive ``flock``. In-progress files
+  nobody holds (left by a crash, or one whose cut-back itself failed) are finalised at
+  start and retried while running: a torn last line (bytes after the last ``\\n``; an
+  incomplete last gzip member) is cut first, so no finished file holds a torn line.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import fcntl
 import logging
 import os
 import time
 import uuid
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from proxy.destinations.archive_layout import (
+    DEFAULT_PARTITION,
+    IN_PROGRESS_SUFFIX,
+    escape_partition_value,
+    event_partition,
+    finished_files,
+    is_finished_file,
+)
 from proxy.destinations.base import DeliveryError
-from proxy.openlineage import subject_name
 
 __all__ = [
     "DEFAULT_PARTITION",
@@ -70,47 +85,12 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
-IN_PROGRESS_SUFFIX = ".inprogress"
 MiB = 1024 * 1024
-
-# Characters Hive/Spark escape in partition values (ExternalCatalogUtils.charToEscape).
-_ESCAPED = frozenset("\"#%'*/:=?\\{[]^\x7f") | frozenset(chr(c) for c in range(1, 0x20))
-
-
-def escape_partition_value(value: str) -> str:
-    """Escape a partition value as Hive/Spark do, so partition discovery reverses it."""
-    if not value:
-        return DEFAULT_PARTITION
-    return "".join(f"%{ord(c):02X}" if c in _ESCAPED or c == "\x00" else c for c in value)
-
-
-def _event_date(event: dict[str, Any]) -> str:
-    event_time = event.get("eventTime")
-    if isinstance(event_time, str):
-        # The common case, already UTC: no parsing needed.
-        if event_time.endswith(("Z", "z", "+00:00")) and event_time[4:5] == "-":
-            return event_time[:10]
-        try:
-            parsed = datetime.fromisoformat(event_time)
-        except ValueError:
-            parsed = None
-        if parsed is not None and parsed.tzinfo is not None:
-            return parsed.astimezone(UTC).date().isoformat()
-    # Unparseable or naive (not valid OpenLineage): file under the day it arrived.
-    return datetime.now(UTC).date().isoformat()
-
-
-def event_partition(event: dict[str, Any]) -> str:
-    """``dt=YYYY-MM-DD/namespace=<escaped>`` for an event (a relative directory)."""
-    subject = subject_name(event)
-    namespace = subject[0] if subject else ""
-    return f"dt={_event_date(event)}/namespace={escape_partition_value(namespace)}"
-
-
-def is_finished_file(path: Path) -> bool:
-    """Whether a reader should read ``path`` (not in progress, not hidden)."""
-    return not path.name.startswith(("_", "."))
+# Errors that no retry can cure: the event is refused for good (422), not looped on.
+_PERMANENT_ERRNOS = frozenset({errno.ENAMETOOLONG, errno.EILSEQ})
+_PROBE_PREFIX = "_probe-"
+# Room the probe asks for: about one group commit of typical events.
+_PROBE_BYTES = 64 * 1024
 
 
 @dataclass(slots=True)
@@ -119,11 +99,10 @@ class _OpenFile:
 
     path: Path
     final_path: Path
-    handle: IO[bytes]
+    fd: int
     opened_at: float
+    # Bytes in the file, all fsynced: a commit either lands whole or is cut back.
     size: int = 0
-    # Bytes known to be on disk (fsynced); what a failed commit is cut back to.
-    synced: int = 0
 
 
 @dataclass(slots=True)
@@ -147,6 +126,7 @@ class ArchiveWriter:
         max_file_bytes: int = 128 * MiB,
         max_file_age_seconds: float = 300.0,
         max_open_files: int = 64,
+        write_timeout_seconds: float = 4.0,
         file_prefix: str = "events",
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -155,15 +135,23 @@ class ArchiveWriter:
         self.max_file_bytes = max_file_bytes
         self.max_file_age_seconds = max_file_age_seconds
         self.max_open_files = max_open_files
+        self.write_timeout_seconds = write_timeout_seconds
         self.file_prefix = file_prefix
         self._clock = clock
         self._open: dict[str, _OpenFile] = {}
+        # In-progress files closed after a failure, to finalise once the disk allows, with
+        # their fsynced length when known (else they are cut after their last whole line).
+        self._orphans: list[tuple[Path, int | None]] = []
         self._pending: list[_Pending] = []
         self._wake = asyncio.Event()
         self._worker: asyncio.Task[None] | None = None
         self._closing = False
         self._sequence = 0
         self._tag = f"{os.getpid()}"
+        # Loop time the running commit started at (None when idle): a stall detector.
+        self._commit_started: float | None = None
+        # Why the last commit failed (disk full, I/O error); None once one succeeds.
+        self._failure: str | None = None
 
     # -- public API -------------------------------------------------------------------
 
@@ -172,19 +160,24 @@ class ArchiveWriter:
         self._worker = asyncio.create_task(self._run(), name=f"archive-writer:{self.directory}")
 
     async def write(self, event: dict[str, Any], payload: bytes) -> None:
-        """Return once ``payload`` (the serialized ``event``) is fsynced in its partition."""
+        """Return once ``payload`` (the serialized ``event``) is fsynced in its partition.
+
+        Raises a retriable :class:`DeliveryError` when the disk failed or did not answer
+        within ``write_timeout_seconds``."""
         if self._worker is None or self._closing:
-            raise DeliveryError(
-                str(self.directory), "archive writer is not running", retriable=True
+            raise self._error("archive writer is not running")
+        if self.stalled():
+            raise self._error(
+                f"disk stalled: a write has not returned in {self.write_timeout_seconds:g} s"
             )
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._pending.append(_Pending(event_partition(event), payload + b"\n", done))
         self._wake.set()
-        await done
-
-    async def rotate(self) -> list[Path]:
-        """Finish every open file now (fsync, rename); return the final paths."""
-        return await asyncio.to_thread(self._finish_all)
+        try:
+            async with asyncio.timeout(self.write_timeout_seconds):
+                await done
+        except TimeoutError:
+            raise self._error(f"not written within {self.write_timeout_seconds:g} s") from None
 
     async def close(self) -> None:
         """Write what is pending, finish every open file, stop the worker."""
@@ -195,9 +188,21 @@ class ArchiveWriter:
             self._worker = None
         await asyncio.to_thread(self._finish_all)
 
+    def stalled(self) -> bool:
+        """Whether the running commit has taken longer than ``write_timeout_seconds``."""
+        started = self._commit_started
+        return started is not None and time.monotonic() - started > self.write_timeout_seconds
+
     def writable(self) -> bool:
-        """Blocking; call from a thread."""
-        return self.directory.is_dir() and os.access(self.directory, os.W_OK)
+        """Whether writes can succeed now. Blocking; call from a thread."""
+        if self.stalled():
+            return False
+        if not (self.directory.is_dir() and os.access(self.directory, os.W_OK)):
+            return False
+        return self._failure is None or self._probe()
+
+    def _error(self, reason: str, *, retriable: bool = True) -> DeliveryError:
+        return DeliveryError(str(self.directory), reason, retriable=retriable)
 
     # -- worker -----------------------------------------------------------------------
 
@@ -212,75 +217,143 @@ class ArchiveWriter:
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), tick)
-            batch, self._pending = self._pending, []
+            # Writers that gave up waiting were told "not stored": leave them out.
+            batch = [item for item in self._pending if not item.done.done()]
+            self._pending = []
+            self._commit_started = time.monotonic()
             try:
-                await asyncio.to_thread(self._commit, batch)
-            except OSError as exc:
-                log.error("archive %s: write failed: %s", self.directory, exc)
-                # Start over with fresh files rather than append after a torn write.
-                await asyncio.to_thread(self._abandon_all)
-                error = DeliveryError(str(self.directory), f"write failed: {exc}", retriable=True)
-                for item in batch:
-                    if not item.done.done():
-                        item.done.set_exception(error)
+                failures = await asyncio.to_thread(self._commit, batch)
+            except Exception as exc:  # a bug of ours: fail this batch, keep the writer
+                log.exception("archive %s: commit failed", self.directory)
+                failures = {item.partition: exc for item in batch}
+            finally:
+                self._commit_started = None
+            self._settle(batch, failures)
+
+    def _settle(self, batch: list[_Pending], failures: dict[str, Exception]) -> None:
+        """Answer every waiting writer, and remember whether the disk is failing."""
+        transient = [e for e in failures.values() if _retriable(e)]
+        if transient:
+            self._failure = str(transient[0])
+        elif len(failures) < len({item.partition for item in batch}):
+            self._failure = None  # something was written: the disk works again
+        for item in batch:
+            if item.done.done():
                 continue
-            for item in batch:
-                if not item.done.done():
-                    item.done.set_result(None)
+            error = failures.get(item.partition)
+            if error is None:
+                item.done.set_result(None)
+            else:
+                reason = f"write failed: {error}"
+                item.done.set_exception(self._error(reason, retriable=_retriable(error)))
 
     # -- blocking part, on a worker thread ----------------------------------------------
 
     def _prepare_directory(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
+        for probe in self.directory.glob(f"{_PROBE_PREFIX}*"):
+            with contextlib.suppress(OSError):
+                probe.unlink()
         for leftover in self.directory.glob(f"dt=*/namespace=*/_*{IN_PROGRESS_SUFFIX}"):
-            self._recover(leftover)
+            self._orphans.append((leftover, None))
+        self._recover_orphans()
 
-    def _recover(self, path: Path) -> None:
-        """Finalise an in-progress file whose writer is gone (nobody holds its lock)."""
+    def _recover(self, path: Path, synced: int | None) -> None:
+        """Finalise an in-progress file whose writer is gone (nobody holds its lock),
+        cut back to ``synced`` bytes if known, else after its last whole line."""
         try:
-            with path.open("rb") as handle:
-                try:
-                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    return  # another live writer owns it
-                if path.stat().st_size == 0:
-                    path.unlink()
-                    return
-                final = path.with_name(path.name[1 : -len(IN_PROGRESS_SUFFIX)])
-                os.rename(path, final)
-                _fsync_directory(path.parent)
-                log.warning("archive: finalised %s left in progress by a stopped writer", final)
+            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
         except FileNotFoundError:
             return  # another writer recovered it first
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return  # another live writer owns it
+            if not path.exists():
+                return  # finalised by another writer between our open and lock
+            size = os.fstat(fd).st_size
+            whole = _whole_length(fd, size, gzip=path.name.endswith(f".gz{IN_PROGRESS_SUFFIX}"))
+            if synced is not None:
+                whole = min(whole, synced)
+            if whole < size:
+                os.ftruncate(fd, whole)
+                os.fsync(fd)
+                log.warning("archive: cut a torn last line (%d bytes) from %s", size - whole, path)
+            if whole == 0:
+                path.unlink()
+                return
+            final = path.with_name(path.name[1 : -len(IN_PROGRESS_SUFFIX)])
+            os.rename(path, final)
+            _fsync_directory(path.parent)
+            log.warning("archive: finalised %s left in progress by a stopped writer", final)
+        finally:
+            os.close(fd)  # releases the lock only after the rename
 
-    def _commit(self, batch: list[_Pending]) -> None:
+    def _commit(self, batch: list[_Pending]) -> dict[str, Exception]:
+        """Append each partition's lines; return the failures by partition."""
         now = self._clock()
         by_partition: dict[str, list[bytes]] = {}
         for item in batch:
             by_partition.setdefault(item.partition, []).append(item.line)
-        touched: list[_OpenFile] = []
+        failures: dict[str, Exception] = {}
         for partition, lines in by_partition.items():
-            current = self._open.get(partition)
-            if current is not None and self._due(current, now):
-                self._finish(partition)
-                current = None
-            if current is None:
-                current = self._open_file(partition, now)
-            data = b"".join(lines)
-            if self.gzip:
-                data = _gzip_member(data)
-            current.handle.write(data)
-            current.size += len(data)
-            touched.append(current)
-        for current in touched:
-            current.handle.flush()
-            os.fsync(current.handle.fileno())
-            current.synced = current.size
+            try:
+                self._append(partition, b"".join(lines), now)
+            except Exception as exc:
+                log.error("archive %s/%s: write failed: %s", self.directory, partition, exc)
+                failures[partition] = exc
         for partition in [p for p, f in self._open.items() if self._due(f, now)]:
             self._finish(partition)
         while len(self._open) > self.max_open_files:
-            oldest = min(self._open, key=lambda p: self._open[p].opened_at)
-            self._finish(oldest)
+            self._finish(min(self._open, key=lambda p: self._open[p].opened_at))
+        if self._orphans and not failures:
+            self._recover_orphans()
+        return failures
+
+    def _append(self, partition: str, data: bytes, now: float) -> None:
+        current = self._open.get(partition)
+        if current is not None and self._due(current, now):
+            self._finish(partition)
+            current = None
+        if current is None:
+            current = self._open_file(partition, now)
+        if self.gzip:
+            data = _gzip_member(data)
+        try:
+            _write_all(current.fd, data)
+            os.fsync(current.fd)
+        except BaseException:
+            self._cut_back(partition, current)
+            raise
+        current.size += len(data)
+
+    def _cut_back(self, partition: str, current: _OpenFile) -> None:
+        """After a failed write: remove its bytes (a torn line must not reach a reader,
+        and the refused events must not be stored). If even that fails, the file is
+        given up and finalised later, cut to its fsynced length."""
+        try:
+            os.ftruncate(current.fd, current.size)
+            os.fsync(current.fd)
+        except OSError as exc:
+            log.error("archive: could not cut %s back: %s", current.path, exc)
+            self._open.pop(partition)
+            self._orphan(current)
+
+    def _orphan(self, current: _OpenFile) -> None:
+        """Give up an in-progress file: unlock it and finalise it later (cut first)."""
+        with contextlib.suppress(OSError):
+            os.close(current.fd)
+        self._orphans.append((current.path, current.size))
+
+    def _recover_orphans(self) -> None:
+        orphans, self._orphans = self._orphans, []
+        for path, synced in orphans:
+            try:
+                self._recover(path, synced)
+            except OSError as exc:  # e.g. still a full disk: try again later
+                log.error("archive: could not finalise %s yet: %s", path, exc)
+                self._orphans.append((path, synced))
 
     def _due(self, current: _OpenFile, now: float) -> bool:
         return (
@@ -298,47 +371,114 @@ class ArchiveWriter:
         name = f"{self.file_prefix}-{stamp}-{self._tag}-{self._sequence:04d}-{uuid.uuid4().hex[:8]}"
         final = folder / f"{name}{suffix}"
         path = folder / f"_{name}{suffix}{IN_PROGRESS_SUFFIX}"
-        handle = path.open("xb")
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        # The new name must survive a crash too, or fsynced lines could be lost with it.
-        _fsync_directory(folder)
-        if new_folder:
-            _fsync_directory(folder.parent)
-            _fsync_directory(folder.parent.parent)
-        opened = _OpenFile(path=path, final_path=final, handle=handle, opened_at=now)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            # The new name must survive a crash too, or fsynced lines could be lost with it.
+            _fsync_directory(folder)
+            if new_folder:
+                _fsync_directory(folder.parent)
+                _fsync_directory(folder.parent.parent)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                path.unlink()
+            os.close(fd)
+            raise
+        opened = _OpenFile(path=path, final_path=final, fd=fd, opened_at=now)
         self._open[partition] = opened
         return opened
 
-    def _finish(self, partition: str) -> Path:
+    def _finish(self, partition: str) -> Path | None:
+        """Give an open file its final name; on failure leave it to :meth:`_recover`."""
         current = self._open.pop(partition)
-        current.handle.flush()
-        os.fsync(current.handle.fileno())
-        os.rename(current.path, current.final_path)
-        _fsync_directory(current.final_path.parent)
-        current.handle.close()  # releases the lock only after the rename
+        if current.size == 0:  # every write to it failed
+            with contextlib.suppress(OSError):
+                current.path.unlink()
+            with contextlib.suppress(OSError):
+                os.close(current.fd)
+            return None
+        try:
+            os.fsync(current.fd)
+            os.rename(current.path, current.final_path)
+            _fsync_directory(current.final_path.parent)
+        except OSError as exc:
+            log.error("archive: could not finish %s yet: %s", current.path, exc)
+            self._orphan(current)
+            return None
+        with contextlib.suppress(OSError):
+            os.close(current.fd)  # releases the lock only after the rename
         return current.final_path
 
-    def _abandon_all(self) -> None:
-        """After a failed commit: cut every file back to what was fsynced before it (the
-        failed events were refused, and a torn line must not reach a reader), then finish."""
+    def _finish_all(self) -> None:
         for partition in list(self._open):
-            current = self._open[partition]
-            try:
-                if current.synced == 0:  # nothing of it ever reached the disk
-                    self._open.pop(partition)
-                    current.path.unlink()
-                    current.handle.close()
-                    continue
-                current.handle.truncate(current.synced)
-                current.size = current.synced
-                self._finish(partition)
-            except OSError as exc:
-                log.error("archive: could not finish %s: %s", partition, exc)
-                self._open.pop(partition, None)
-                current.handle.close()
+            self._finish(partition)
+        self._recover_orphans()
 
-    def _finish_all(self) -> list[Path]:
-        return [self._finish(partition) for partition in list(self._open)]
+    def _probe(self) -> bool:
+        """Whether a small write + fsync works now (after a failure, for readiness)."""
+        path = self.directory / f"{_PROBE_PREFIX}{self._tag}-{uuid.uuid4().hex[:8]}"
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        except OSError:
+            return False
+        try:
+            _write_all(fd, bytes(_PROBE_BYTES))
+            os.fsync(fd)
+            return True
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+
+def _retriable(error: Exception) -> bool:
+    return not (isinstance(error, OSError) and error.errno in _PERMANENT_ERRNOS)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _whole_length(fd: int, size: int, *, gzip: bool) -> int:
+    """Length of the file's prefix that holds only whole lines (whole gzip members)."""
+    return _whole_gzip_length(fd, size) if gzip else _whole_lines_length(fd, size)
+
+
+def _whole_lines_length(fd: int, size: int, chunk: int = 64 * 1024) -> int:
+    end = size
+    while end > 0:
+        start = max(0, end - chunk)
+        newline = os.pread(fd, end - start, start).rfind(b"\n")
+        if newline >= 0:
+            return start + newline + 1
+        end = start
+    return 0
+
+
+def _whole_gzip_length(fd: int, size: int, chunk: int = MiB) -> int:
+    whole = 0  # offset just after the last complete member
+    position = 0
+    inflater = zlib.decompressobj(31)
+    while position < size:
+        data = os.pread(fd, min(chunk, size - position), position)
+        if not data:
+            break
+        position += len(data)
+        while data:
+            try:
+                inflater.decompress(data)
+            except zlib.error:
+                return whole
+            if not inflater.eof:
+                break
+            data = inflater.unused_data
+            whole = position - len(data)
+            inflater = zlib.decompressobj(31)
+    return whole
 
 
 def _gzip_member(data: bytes) -> bytes:
@@ -379,11 +519,6 @@ class ArchiveDestination:
         await self.writer.close()
 
 
-def finished_files(directory: Path) -> Iterable[Path]:
-    """Every finished archive file under ``directory`` (what a reader should read)."""
-    return sorted(p for p in directory.glob("dt=*/namespace=*/*") if is_finished_file(p))
-
-
 class ArchiveDestinationConfig(BaseModel):
     """An ``archive`` destination in a rules file (or a consumer's ``archive`` target)."""
 
@@ -396,6 +531,8 @@ class ArchiveDestinationConfig(BaseModel):
     max_file_bytes: Annotated[int, Field(gt=0)] = 128 * MiB
     max_file_age_seconds: Annotated[float, Field(gt=0)] = 300.0
     max_open_files: Annotated[int, Field(gt=0)] = 64
+    # A write not fsynced by then answers 503 (under openlineage-python's ~5 s timeout).
+    write_timeout_seconds: Annotated[float, Field(gt=0)] = 4.0
 
 
 def archive_destination(
@@ -412,5 +549,6 @@ def archive_destination(
         max_file_bytes=config.max_file_bytes,
         max_file_age_seconds=config.max_file_age_seconds,
         max_open_files=config.max_open_files,
+        write_timeout_seconds=config.write_timeout_seconds,
     )
     return ArchiveDestination(name, writer)

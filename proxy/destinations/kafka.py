@@ -24,6 +24,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, Resourc
 from proxy.destinations.base import DeliveryError
 from proxy.destinations.spool import SpoolFull
 from proxy.openlineage import event_key, event_kind, subject_name
+from proxy.openlineage.repaired import RepairedEvent
 
 if TYPE_CHECKING:
     from proxy.destinations.kafka_spool import KafkaSpool
@@ -90,6 +91,8 @@ def event_headers(event: dict[str, Any]) -> list[tuple[str, bytes]]:
     producer = event.get("producer")
     if isinstance(producer, str):
         headers.append(("ol_producer", producer.encode()))
+    if isinstance(event, RepairedEvent):
+        headers.append(("ol_repairs", event.header_value()))
     return headers
 
 

@@ -1,9 +1,12 @@
-"""User-supplied facet schemas (``extra_schema_dir``), compiled once with jsonschema-rs.
+"""Facet JSON Schemas beyond the spec's, compiled once with jsonschema-rs.
 
-Each ``*.json`` file in the directory registers a facet schema under its ``$id`` and its
-file name. A facet whose ``_schemaURL`` points at that file is checked against the
-``#/$defs/X`` / ``#/definitions/X`` definition named by the fragment, or against the whole
-document when there is none. Every definition is compiled up front, never per event.
+Two sources: :data:`OWN_FACET_SCHEMAS`, the schemas of the custom facets this project
+itself emits (registered by default, so strict mode accepts our own Spark emitter), and
+the user's ``extra_schema_dir``. Each ``*.json`` file in a directory registers a facet
+schema under its ``$id`` and its file name. A facet whose ``_schemaURL`` points at that
+file is checked against the ``#/$defs/X`` / ``#/definitions/X`` definition named by the
+fragment, or against the whole document when there is none. Every definition is
+compiled up front, never per event.
 
 User schemas usually ``$ref`` the core base types
 (``https://openlineage.io/spec/<version>/OpenLineage.json#/$defs/RunFacet``). Those are
@@ -23,7 +26,16 @@ import jsonschema_rs
 
 from proxy.validation.issues import ValidationIssue, pointer
 
-__all__ = ["ExtraSchemaError", "ExtraSchemas", "issues_from_schema", "split_schema_url"]
+__all__ = [
+    "OWN_FACET_SCHEMAS",
+    "ExtraSchemaError",
+    "ExtraSchemas",
+    "issues_from_schema",
+    "split_schema_url",
+]
+
+OWN_FACET_SCHEMAS = Path(__file__).parent / "schemas"
+"""Schemas of the facets our own components emit; their ``_schemaURL`` names these files."""
 
 _URI = {"type": "string", "format": "uri"}
 _BASE = {"$ref": "#/$defs/BaseFacet"}
@@ -75,14 +87,16 @@ class _Document(NamedTuple):
 class ExtraSchemas:
     """The compiled user schemas, looked up from a facet's ``_schemaURL``."""
 
-    def __init__(self, directory: Path | None) -> None:
+    def __init__(self, *directories: Path | None) -> None:
+        """Load every ``*.json`` of ``directories`` in order (a later file of the same
+        name or ``$id`` wins, so a user can replace one of ours)."""
         self._by_id: dict[str, _Document] = {}
         self._by_file: dict[str, _Document] = {}
         self._names: set[str] = set()
-        if directory is None:
-            return
-        for path in sorted(Path(directory).glob("*.json")):
-            self._load(path)
+        for directory in directories:
+            if directory is not None:
+                for path in sorted(Path(directory).glob("*.json")):
+                    self._load(path)
 
     def _load(self, path: Path) -> None:
         try:

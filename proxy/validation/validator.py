@@ -41,7 +41,12 @@ from pydantic import TypeAdapter, ValidationError
 
 from proxy.openlineage.kinds import EventKind, event_kind
 from proxy.validation.core import EVENT_MODELS
-from proxy.validation.extra_schemas import ExtraSchemas, issues_from_schema, split_schema_url
+from proxy.validation.extra_schemas import (
+    OWN_FACET_SCHEMAS,
+    ExtraSchemas,
+    issues_from_schema,
+    split_schema_url,
+)
 from proxy.validation.facets import CompiledFacet, Container, SpecRegistry
 from proxy.validation.formats import URI_MESSAGE, is_uri
 from proxy.validation.issues import (
@@ -78,7 +83,7 @@ class EventValidator:
     def __init__(self, *, strict: bool = False, extra_schema_dir: Path | None = None) -> None:
         self._strict = strict
         self._spec = SpecRegistry()
-        self._extra = ExtraSchemas(extra_schema_dir)
+        self._extra = ExtraSchemas(OWN_FACET_SCHEMAS, extra_schema_dir)
         self._events: dict[EventKind, TypeAdapter[Any]] = {
             kind: TypeAdapter(model) for kind, model in EVENT_MODELS.items()
         }

@@ -5,21 +5,28 @@ every acknowledged event is found (0 lost), and duplicates are counted."""
 from __future__ import annotations
 
 import asyncio
+import gzip
 import time
-import uuid
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import orjson
 from aiohttp import ClientError, ClientSession, ClientTimeout, TCPConnector
-from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient
 
-from tests.kafka_reader import Record, read_topic
+from tests.kafka_reader import Record, read_all_produced_so_far, read_through_markers
+from tests.sample_events import run_event
 
-__all__ = ["LoadResult", "compare", "kafka_run_ids", "post_events"]
+__all__ = [
+    "LoadResult",
+    "archive_run_ids",
+    "compare",
+    "kafka_run_ids",
+    "landed_before_a_marker",
+    "post_events",
+]
 
 
 @dataclass
@@ -91,23 +98,54 @@ async def post_events(
 
 
 def kafka_run_ids(
-    bootstrap: str, topic: str, *, expect: int, timeout: float = 60.0
+    bootstrap: str, topic: str, *, expect: int | None = None, timeout: float = 60.0
 ) -> Counter[str]:
-    """runIds of every RunEvent in ``topic``, counted (a count above 1 is a duplicate).
+    """runIds of every RunEvent produced to ``topic`` so far, counted (a count above 1 is
+    a duplicate); read up to a marker in every partition, so nothing is missed and no
+    fixed wait is involved. ``expect`` is not needed for that and is accepted only so
+    older callers keep working."""
+    del expect
+    records = read_all_produced_so_far(bootstrap, topic, timeout=timeout)
+    return Counter(_run_id(r) for r in records)
 
-    The test broker shows a partition's last produced batch to readers only after the
-    next produce, so one marker message goes to every partition first and markers are
-    left out of the count."""
-    partitions = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
-    producer = Producer({"bootstrap.servers": bootstrap})
-    marker = f"marker-{uuid.uuid4()}".encode()
-    count = len(partitions.topics[topic].partitions)
-    for partition in range(count):
-        producer.produce(topic, marker, partition=partition)
-    if producer.flush(10) != 0:
-        raise RuntimeError("marker messages not confirmed by the broker")
-    records = read_topic(bootstrap, topic, expect=expect + count, timeout=timeout)
-    return Counter(_run_id(r) for r in records if r.value != marker)
+
+async def landed_before_a_marker(
+    url: str,
+    bootstrap: str,
+    topic: str,
+    *,
+    namespace: str,
+    name: str,
+    headers: dict[str, str] | None = None,
+) -> list[Record]:
+    """Records the proxy at ``url`` put in ``topic`` before a marker RunEvent posted now
+    for job ``namespace``/``name``: the marker has the key a refused event of that job
+    would have had, so it lands in the same partition, behind anything the refused event
+    produced. "Nothing landed" is then ``== []`` after reading past the spot, which a dead
+    reader cannot pass (it times out on the marker)."""
+    marker = run_event(namespace=namespace, name=name)
+    async with (
+        ClientSession() as session,
+        session.post(url + "/api/v1/lineage", data=orjson.dumps(marker), headers=headers) as resp,
+    ):
+        assert resp.status == 200, f"marker refused: {resp.status} {await resp.text()}"
+    marker_id = marker["run"]["runId"].encode()
+    return await asyncio.to_thread(read_through_markers, bootstrap, topic, marker_id)
+
+
+def archive_run_ids(directory: Path) -> Counter[str]:
+    """runIds of every RunEvent in the archive files under ``directory``, counted —
+    finished and in-progress files alike (an in-progress file holds fsynced, acknowledged
+    events until it is renamed). A last line without its newline is a write a crash cut
+    short, never acknowledged, and is left out."""
+    found: Counter[str] = Counter()
+    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+        data = path.read_bytes()
+        if ".gz" in path.suffixes:
+            data = gzip.decompress(data)
+        for line in data.split(b"\n")[:-1]:
+            found[str(orjson.loads(line)["run"]["runId"])] += 1
+    return found
 
 
 def _run_id(record: Record) -> str:

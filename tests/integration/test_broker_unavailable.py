@@ -5,11 +5,11 @@ from __future__ import annotations
 import orjson
 import pytest
 from aiohttp import ClientSession
-from aiohttp.test_utils import TestServer
 
-from proxy.app import create_app, server_options
+from proxy.app import create_app
 from proxy.embedded_broker import free_port
-from tests.conftest import proxy_config
+from proxy.serve import serving
+from tests.conftest import ARCHIVE_ROOT, proxy_config
 from tests.sample_events import run_event
 
 pytestmark = pytest.mark.integration
@@ -24,25 +24,31 @@ async def test_broker_down_without_spool_returns_503_with_retry_after_and_unread
             "producer": {"delivery.timeout.ms": 1000},
             "spool": {"enabled": False},
         },
-        server={"retry_after_seconds": 7},
+        server={"retry_after_seconds": 7, "port": 0},
     )
-    server = TestServer(create_app(config), host="127.0.0.1")
-    await server.start_server(**server_options(config))
-    try:
-        async with ClientSession() as session:
-            url = str(server.make_url("/api/v1/lineage"))
-            resp = await session.post(url, data=orjson.dumps(run_event()))
-            body = await resp.json()
-            assert resp.status == 503
-            assert resp.headers["Retry-After"] == "7"
-            assert "retry" in body["error"]
+    async with serving(create_app(config)) as port, ClientSession() as session:
+        url = f"http://127.0.0.1:{port}/api/v1/lineage"
+        resp = await session.post(url, data=orjson.dumps(run_event()))
+        raw = await resp.read()
+        body = orjson.loads(raw)
+        assert resp.status == 503
+        assert resp.headers["Retry-After"] == "7"
+        assert "retry" in body["error"]
+        assert body["reason"] == "unavailable"
+        # Internals stay in the log: no file path, no exception or librdkafka text.
+        for leak in (str(ARCHIVE_ROOT), "/", "Error", "Local:", "timed out", "Exception"):
+            assert leak not in body["error"], body
 
-            batch = await session.post(url + "/batch", data=orjson.dumps([run_event()] * 2))
-            summary = (await batch.json())["summary"]
-            assert batch.status == 503 and summary["retriable"] == 2
+        batch = await session.post(url + "/batch", data=orjson.dumps([run_event()] * 2))
+        batch_body = await batch.json()
+        assert batch.status == 503 and batch_body["summary"]["retriable"] == 2
+        assert all("/" not in f["reason"] for f in batch_body["failed_events"])
 
-            ready = await session.get(str(server.make_url("/readyz")))
-            assert ready.status == 503
-            assert (await ready.json())["destinations"] == {"kafka": False, "archive": True}
-    finally:
-        await server.close()
+        ready = await session.get(f"http://127.0.0.1:{port}/readyz")
+        assert ready.status == 503
+        assert (await ready.json())["destinations"] == {
+            "kafka": False,
+            "archive": True,
+            "rejected": False,
+            "rejected_archive": True,
+        }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -16,7 +17,10 @@ import requests
 from proxy.destinations.archive import finished_files
 from proxy.embedded_broker import free_port
 from tests.conftest import REPO
-from tests.kafka_reader import read_topic
+from tests.doubles.target_double import TargetDouble
+from tests.faults.figures import report
+from tests.faults.load import compare, kafka_run_ids, post_events
+from tests.integration.consumers.conftest import wait_for
 from tests.processes import serve_process, wait_until_ready
 from tests.sample_events import rich_run_event, run_event
 
@@ -35,19 +39,59 @@ def _cli(*args: str, env: dict[str, str] | None = None, **kw) -> subprocess.Comp
     )
 
 
-def test_serve_with_env_overrides_delivers_then_drains_on_sigterm(broker, topic):
-    process, url = serve_process(broker.bootstrap_servers, kafka__topic=topic)
-    try:
-        wait_until_ready(url, process)
-        resp = requests.post(f"{url}/api/v1/lineage", json=rich_run_event(), timeout=10)
-        assert resp.status_code == 200
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=30) == 0
-        assert "draining" in process.log()
-    finally:
-        if process.poll() is None:
-            process.kill()
-    assert len(read_topic(broker.bootstrap_servers, topic, expect=1)) == 1
+HELD_RULES = """\
+version: 1
+destinations:
+  kafka: {{kind: kafka, key: run}}
+  receiver:
+    kind: http
+    required: true
+    target: {{kind: http, url: "{url}", timeout_seconds: 60}}
+rules: []
+default: {{to: [kafka, receiver]}}
+"""
+
+
+async def test_serve_answers_every_request_in_flight_at_sigterm_then_exits_0(
+    broker, topic, tmp_path: Path
+):
+    """32 clients' requests are in flight when SIGTERM arrives — each waiting on a required
+    HTTP receiver that holds them — and are released only once the proxy is draining:
+    every one is answered 2xx (none cut off) and is in Kafka, then the process exits 0."""
+    clients = 32
+    async with TargetDouble() as receiver:
+        receiver.hold_after(0)
+        rules = tmp_path / "rules.yaml"
+        rules.write_text(HELD_RULES.format(url=receiver.url + receiver.path))
+        process, url = serve_process(
+            broker.bootstrap_servers, kafka__topic=topic, routing__rules=str(rules)
+        )
+        try:
+            await asyncio.to_thread(wait_until_ready, url, process)
+            events = [rich_run_event() for _ in range(clients)]
+            load = asyncio.create_task(
+                post_events(url, events, concurrency=clients, request_timeout=90)
+            )
+            await wait_for(lambda: receiver.held == clients, what="every request in flight")
+            process.send_signal(signal.SIGTERM)
+            await wait_for(lambda: "draining" in process.log(), what="the proxy to drain")
+            assert not load.done() and receiver.held == clients
+            receiver.release()
+            result = await load
+            assert await asyncio.to_thread(process.wait, 60) == 0, process.log()
+        finally:
+            if process.poll() is None:
+                process.kill()
+    found = kafka_run_ids(broker.bootstrap_servers, topic)
+    figures = report(
+        "sigterm_with_32_requests_in_flight",
+        sent=result.sent,
+        statuses=dict(result.statuses),
+        **compare(result.acknowledged, found),
+    )
+    assert result.statuses == {200: clients}, "a request in flight was cut off by the drain"
+    assert figures["found"] == clients and figures["lost"] == 0
+    assert len(receiver.events) == clients
 
 
 def test_serve_embedded_starts_its_own_broker_and_the_default_consumer(tmp_path: Path):

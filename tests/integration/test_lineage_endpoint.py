@@ -9,7 +9,8 @@ import orjson
 import pytest
 from aiohttp import ClientSession
 
-from tests.kafka_reader import read_topic
+from tests.faults.load import archive_run_ids, landed_before_a_marker
+from tests.kafka_reader import read_all_produced_so_far
 from tests.sample_events import dataset_event, job_event, rich_run_event, run_event
 
 pytestmark = pytest.mark.integration
@@ -27,7 +28,7 @@ async def test_single_event_lands_in_kafka_with_run_key_and_headers(start_proxy,
     async with start_proxy() as url:
         status, body, _ = await post(f"{url}/api/v1/lineage", event)
     assert (status, body) == (200, {"status": "success"})
-    [record] = read_topic(broker.bootstrap_servers, topic, expect=1)
+    [record] = read_all_produced_so_far(broker.bootstrap_servers, topic)
     assert record.key == "run:team-a/etl.daily"
     assert orjson.loads(record.value) == event
     assert record.headers["ol_event_type"] == b"START"
@@ -47,7 +48,7 @@ async def test_child_runs_are_keyed_by_root_job_so_a_pipeline_shares_a_partition
     async with start_proxy() as url:
         for event in events:
             assert (await post(f"{url}/api/v1/lineage", event))[0] == 200
-    records = read_topic(broker.bootstrap_servers, topic, expect=6)
+    records = read_all_produced_so_far(broker.bootstrap_servers, topic)
     assert {r.key for r in records} == {"run:spark/my_app"}
     assert len({r.partition for r in records}) == 1
     sent = [e["job"]["name"] for e in events]
@@ -58,7 +59,7 @@ async def test_job_and_dataset_events_are_keyed_by_what_they_describe(start_prox
     async with start_proxy() as url:
         assert (await post(f"{url}/api/v1/lineage", job_event("ns", "j")))[0] == 200
         assert (await post(f"{url}/api/v1/lineage", dataset_event("s3://b", "k")))[0] == 200
-    keys = sorted(r.key for r in read_topic(broker.bootstrap_servers, topic, expect=2))
+    keys = sorted(r.key for r in read_all_produced_so_far(broker.bootstrap_servers, topic))
     assert keys == ["dataset:s3://b/k", "job:ns/j"]
 
 
@@ -69,7 +70,7 @@ async def test_any_path_prefix_reaches_the_endpoint(start_proxy, broker, topic, 
         assert (await post(f"{base}/api/v1/lineage", run_event()))[0] == 200
         status, body, _ = await post(f"{base}/api/v1/lineage/batch", [run_event()])
         assert (status, body["status"]) == (200, "success")
-    assert len(read_topic(broker.bootstrap_servers, topic, expect=2)) == 2
+    assert len(read_all_produced_so_far(broker.bootstrap_servers, topic)) == 2
 
 
 async def test_invalid_event_gets_400_naming_the_field_and_nothing_lands(
@@ -80,11 +81,14 @@ async def test_invalid_event_gets_400_naming_the_field_and_nothing_lands(
     del event["eventTime"]
     async with start_proxy() as url:
         status, body, _ = await post(f"{url}/api/v1/lineage", event)
+        landed = await landed_before_a_marker(
+            url, broker.bootstrap_servers, topic, namespace="team-a", name="etl.daily"
+        )
     assert status == 400
     pointers = {d["pointer"] for d in body["details"]}
     assert {"/run/runId", "/eventTime"} <= pointers
     assert all(d["message"] for d in body["details"])
-    assert read_topic(broker.bootstrap_servers, topic, expect=0, settle=1.0) == []
+    assert landed == []
 
 
 async def test_malformed_json_is_400_and_mentions_an_odd_content_type(start_proxy):
@@ -104,7 +108,7 @@ async def test_missing_content_type_is_accepted_leniently(start_proxy, broker, t
             skip_auto_headers=["Content-Type"],
         )
         assert resp.status == 200
-    assert len(read_topic(broker.bootstrap_servers, topic, expect=1)) == 1
+    assert len(read_all_produced_so_far(broker.bootstrap_servers, topic)) == 1
 
 
 async def test_batch_with_bad_events_stores_the_good_ones_and_names_the_bad(
@@ -133,7 +137,7 @@ async def test_batch_with_bad_events_stores_the_good_ones_and_names_the_bad(
     assert not failed[1]["retriable"]
     names = sorted(
         orjson.loads(r.value)["job"]["name"]
-        for r in read_topic(broker.bootstrap_servers, topic, expect=3)
+        for r in read_all_produced_so_far(broker.bootstrap_servers, topic)
     )
     assert names == ["good.0", "good.1", "good.2"]
 
@@ -153,10 +157,20 @@ async def test_empty_batch_succeeds_with_zero_counts(start_proxy):
     assert status == 200 and body["summary"]["received"] == 0
 
 
-async def test_batch_over_the_event_limit_is_413(start_proxy):
-    async with start_proxy(server={"max_batch_events": 2}) as url:
-        status, _, _ = await post(f"{url}/api/v1/lineage/batch", [run_event()] * 3)
+async def test_batch_over_the_event_limit_is_413_and_nothing_lands(
+    start_proxy, broker, topic, tmp_path
+):
+    batch = [run_event() for _ in range(3)]
+    routing = {"archive_root": tmp_path}
+    async with start_proxy(server={"max_batch_events": 2}, routing=routing) as url:
+        status, _, _ = await post(f"{url}/api/v1/lineage/batch", batch)
+        landed = await landed_before_a_marker(
+            url, broker.bootstrap_servers, topic, namespace="team-a", name="etl.daily"
+        )
     assert status == 413
+    assert landed == []
+    [marker] = archive_run_ids(tmp_path)
+    assert marker not in {e["run"]["runId"] for e in batch}
 
 
 async def test_gzip_body_is_inflated_and_stored(start_proxy, broker, topic):
@@ -168,16 +182,25 @@ async def test_gzip_body_is_inflated_and_stored(start_proxy, broker, topic):
             **{"Content-Encoding": "gzip", "Content-Type": "application/json"},
         )
     assert status == 200
-    [record] = read_topic(broker.bootstrap_servers, topic, expect=1)
+    [record] = read_all_produced_so_far(broker.bootstrap_servers, topic)
     assert orjson.loads(record.value) == event
 
 
-async def test_body_over_the_size_limit_is_413(start_proxy):
+async def test_body_over_the_size_limit_is_413_and_nothing_lands(
+    start_proxy, broker, topic, tmp_path
+):
     event = run_event()
     event["job"]["facets"]["big"] = {"_producer": "p", "_schemaURL": "s", "x": "a" * 5000}
-    async with start_proxy(server={"max_body_bytes": 4096}) as url:
+    routing = {"archive_root": tmp_path}
+    async with start_proxy(server={"max_body_bytes": 4096}, routing=routing) as url:
         status, body, _ = await post(f"{url}/api/v1/lineage", event)
+        landed = await landed_before_a_marker(
+            url, broker.bootstrap_servers, topic, namespace="team-a", name="etl.daily"
+        )
     assert status == 413 and "limit" in body["error"]
+    assert landed == []
+    [marker] = archive_run_ids(tmp_path)
+    assert marker != event["run"]["runId"]
 
 
 async def test_gzip_bomb_is_refused_with_413_without_inflating_it_all(start_proxy):
@@ -223,7 +246,7 @@ async def test_auth_requires_a_known_bearer_token(start_proxy, broker, topic):
         assert (await post(endpoint, run_event(), Authorization="Basic c2VjcmV0LWE="))[0] == 401
         ok = run_event(namespace="team-a-prod")
         assert (await post(endpoint, ok, Authorization="Bearer secret-a"))[0] == 200
-    [record] = read_topic(broker.bootstrap_servers, topic, expect=1)
+    [record] = read_all_produced_so_far(broker.bootstrap_servers, topic)
     assert orjson.loads(record.value)["job"]["namespace"] == "team-a-prod"
 
 
@@ -246,7 +269,7 @@ async def test_token_scoped_to_a_namespace_gets_403_elsewhere(start_proxy, broke
         ] == 200
     namespaces = sorted(
         orjson.loads(r.value)["job"]["namespace"]
-        for r in read_topic(broker.bootstrap_servers, topic, expect=2)
+        for r in read_all_produced_so_far(broker.bootstrap_servers, topic)
     )
     assert namespaces == ["team-a", "team-b"]
 
@@ -258,6 +281,8 @@ async def test_health_ready_and_metrics(start_proxy):
         assert ready.status == 200 and (await ready.json())["destinations"] == {
             "kafka": True,
             "archive": True,
+            "rejected": True,
+            "rejected_archive": True,
         }
         await post(f"{url}/api/v1/lineage", run_event())
         await post(f"{url}/api/v1/lineage", {"eventTime": "bad"})

@@ -107,8 +107,10 @@ async def test_compact_is_partitioned_by_date_and_namespace_and_idempotent(
     events, _, child_id = _pipeline_events()
     odd = dataset_event(namespace="s3://bucket/with=odd:chars")
     await _archive(archive, [*events, odd, events[0]])  # events[0] archived twice
-    (archive / "dt=2026-11-23" / "namespace=team-a" / "_half.jsonl.inprogress").write_text(
-        '{"not": "finished'
+    leftover = run_event(name="nightly.leftover")
+    leftover["eventTime"] = "2026-11-23T00:00:09Z"
+    (archive / "dt=2026-11-23" / "namespace=team-a" / "_half.jsonl.inprogress").write_bytes(
+        orjson.dumps(leftover) + b"\n" + b'{"not": "finished'
     )
 
     first = compact(spark, str(archive), out)
@@ -131,14 +133,15 @@ async def test_compact_is_partitioned_by_date_and_namespace_and_idempotent(
     assert (again.read, again.added) == (5, 0)
     assert spark.read.parquet(out).count() == 5
 
-    # A new writer finalises the file a "crashed" writer left in progress; its torn line
-    # is not an event and is skipped.
+    # A new writer finalises the file a "crashed" writer left in progress, cut after its
+    # last whole line: the leftover event is kept, the torn line never reaches a reader.
     later = run_event(name="nightly.more")
     await _archive(archive, [later])
-    assert (archive / "dt=2026-11-23" / "namespace=team-a" / "half.jsonl").exists()
+    half = archive / "dt=2026-11-23" / "namespace=team-a" / "half.jsonl"
+    assert half.read_bytes() == orjson.dumps(leftover) + b"\n"
     third = compact(spark, str(archive), out)
-    assert (third.read, third.added) == (6, 1)
-    assert spark.read.parquet(out).count() == 6
+    assert (third.read, third.added) == (7, 2)
+    assert spark.read.parquet(out).count() == 7
 
 
 async def test_graph_builds_runs_edges_and_latest_facets(spark: SparkSession, tmp_path: Path):

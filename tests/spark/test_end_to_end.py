@@ -101,11 +101,18 @@ async def test_example_pipeline_lineage_reaches_marquez_and_the_archive(
     app_run = summary["lineage"]["application_run_id"]
     app_events = _by_run(events)[app_run]
     assert [e["eventType"] for e in app_events] == ["START", "COMPLETE"]
-    assert app_events[0]["job"] == {
-        "namespace": "e2e",
-        "name": APP,
-        "facets": app_events[0]["job"]["facets"],
-    }
+    # The official Spark integration's application job: jobType APPLICATION, integration
+    # SPARK (DESIGN.md §3), written out here rather than read back from the event.
+    for app_event in app_events:
+        job = app_event["job"]
+        assert (job["namespace"], job["name"], list(job["facets"])) == ("e2e", APP, ["jobType"])
+        job_type = job["facets"]["jobType"]
+        assert {k: job_type[k] for k in ("processingType", "integration", "jobType")} == {
+            "processingType": "BATCH",
+            "integration": "SPARK",
+            "jobType": "APPLICATION",
+        }
+        assert job_type["_schemaURL"].endswith("JobTypeJobFacet.json#/$defs/JobTypeJobFacet")
     # The application's START arrives first and its COMPLETE last: one run key, one
     # partition, kept in order by the proxy and the consumer.
     assert events[0] is app_events[0] and events[-1] is app_events[1]

@@ -22,7 +22,7 @@ from proxy.openlineage import event_key
 from tests.conftest import fresh_spool_directory
 from tests.faults.figures import report
 from tests.faults.load import LoadResult, compare, kafka_run_ids, post_events
-from tests.kafka_reader import Record, read_topic
+from tests.kafka_reader import read_all_produced_so_far
 from tests.processes import serve_process
 from tests.sample_events import run_event
 
@@ -61,14 +61,6 @@ async def _drained_within(url: str, seconds: float) -> float | None:
     return None
 
 
-def _records(bootstrap: str, topic: str, expect: int) -> list[Record]:
-    """Every RunEvent record of ``topic`` (kafka_run_ids first makes the last batch
-    visible on the test broker; its marker messages are left out)."""
-    kafka_run_ids(bootstrap, topic, expect=expect)
-    records = read_topic(bootstrap, topic, expect=expect + 3, timeout=30)
-    return [r for r in records if not r.value.startswith(b"marker-")]
-
-
 async def test_broker_absent_at_start_events_are_spooled_then_arrive_in_order_with_keys(
     start_proxy, topic
 ):
@@ -87,7 +79,9 @@ async def test_broker_absent_at_start_events_are_spooled_then_arrive_in_order_wi
         with EmbeddedBroker(port) as broker:
             drain_seconds = await _drained_within(url, DRAIN_SECONDS)
             acked = [probe["run"]["runId"], *(r for load in loads for r in load.acknowledged)]
-            records = await asyncio.to_thread(_records, broker.bootstrap_servers, topic, len(acked))
+            records = await asyncio.to_thread(
+                read_all_produced_so_far, broker.bootstrap_servers, topic
+            )
     found = defaultdict(int)
     order: dict[str, list[str]] = defaultdict(list)
     for record in records:

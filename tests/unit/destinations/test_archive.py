@@ -1,5 +1,5 @@
 """The archive writer on real files: layout, fsync before ack, group commit, rotation,
-gzip, crash leftovers."""
+gzip, crash leftovers, and real faults (a full tmpfs, or a file size limit)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,12 @@ import asyncio
 import fcntl
 import gzip
 import os
+import resource
+import subprocess
+import sys
+import threading
+import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +27,9 @@ from proxy.destinations.archive import (
     event_partition,
     finished_files,
 )
+from proxy.destinations.archive_layout import MAX_PARTITION_VALUE_BYTES, event_date
+from tests.conftest import REPO
+from tests.faults.small_disk import fill, limit_file_size, small_tmpfs
 from tests.sample_events import dataset_event, run_event
 
 
@@ -223,46 +232,216 @@ async def test_writing_after_close_is_a_retriable_delivery_error(tmp_path: Path)
     assert caught.value.retriable
 
 
-async def test_failed_disk_write_fails_the_waiting_deliveries(tmp_path: Path, monkeypatch):
-    destination = ArchiveDestination("archive", ArchiveWriter(tmp_path))
-    await destination.start()
-    assert await destination.ready()
-
-    def full_disk(fd: int) -> None:
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(os, "fsync", full_disk)
-    with pytest.raises(DeliveryError) as caught:
-        await destination.deliver(run_event(), b"{}")
-    assert caught.value.destination == "archive" and caught.value.retriable
-    assert "No space left" in caught.value.reason
-    monkeypatch.undo()
-    event = run_event()
-    await destination.deliver(event, payload(event))  # the writer carries on afterwards
-    await destination.close()
-    # The refused event was cut from its file; only the delivered one is readable.
-    assert [line for f in finished_files(tmp_path) for line in lines_of(f)] == [event]
+def run_ids_in(directory: Path) -> list[str]:
+    return sorted(e["run"]["runId"] for f in finished_files(directory) for e in lines_of(f))
 
 
-async def test_a_failed_commit_is_cut_from_the_file_before_it_is_finished(
-    tmp_path: Path, monkeypatch
+def assert_only_whole_lines(directory: Path) -> None:
+    """Every archive file, finished or in progress, holds whole JSON lines only."""
+    for path in directory.rglob("*.jsonl*"):
+        data = path.read_bytes()
+        assert not data or data.endswith(b"\n"), f"torn last line in {path}"
+        for line in data.splitlines():
+            orjson.loads(line)
+
+
+LONG_NAMESPACES = ["n" * 300, "😀" * 62, "/" * 90, "é" * 101, "a" * 246]
+
+
+@pytest.mark.parametrize(
+    "namespace", LONG_NAMESPACES, ids=["ascii", "emoji", "slashes", "é", "246"]
+)
+async def test_long_namespaces_get_a_directory_that_fits_and_keep_their_events(
+    tmp_path: Path, namespace: str
 ):
+    directory = f"namespace={escape_partition_value(namespace)}"
+    assert len(directory.encode()) <= 255
     writer = ArchiveWriter(tmp_path)
     await writer.start()
-    kept, refused = (at(run_event(), "2026-11-23T10:00:00Z") for _ in range(2))
-    await writer.write(kept, payload(kept))
-    real_fsync = os.fsync
-    failures = [OSError(5, "Input/output error")]
+    event = at(run_event(namespace=namespace), "2026-11-23T10:00:00Z")
+    await writer.write(event, payload(event))
+    await writer.close()
+    (final,) = finished_files(tmp_path)
+    assert final.parent.name == directory
+    assert lines_of(final)[0]["job"]["namespace"] == namespace  # the full one, from the event
 
-    def fsync_failing_once(fd: int) -> None:
-        if failures:
-            raise failures.pop()
+
+def test_shortened_partition_values_never_collide_with_whole_ones():
+    whole = "n" * MAX_PARTITION_VALUE_BYTES
+    assert escape_partition_value(whole) == whole
+    longer = escape_partition_value(whole + "n")
+    assert len(longer.encode()) > MAX_PARTITION_VALUE_BYTES  # so no whole value equals it
+    assert longer.startswith("n" * 190) and "~" in longer[-17:]
+    # Differences past the cut still give different directories.
+    assert escape_partition_value("x" * 300 + "a") != escape_partition_value("x" * 300 + "b")
+    # A cut never splits a %XX escape or a character.
+    assert escape_partition_value("/" * 90).split("~")[0] == "%2F" * 66
+    assert escape_partition_value("😀" * 62).split("~")[0] == "😀" * 50
+
+
+@pytest.mark.parametrize(
+    ("event_time", "day"),
+    [
+        ("0001-01-01T00:00:00+01:00", "0001-01-01"),  # UTC instant before year 1: clamped
+        ("9999-12-31T23:59:59-01:00", "9999-12-31"),  # after year 9999: clamped
+        ("0001-01-01T00:30:00-01:00", "0001-01-01"),
+        ("9999-12-31T23:00:00+05:00", "9999-12-31"),
+        ("2026-11-23T23:30:00-02:00", "2026-11-24"),
+        ("2026-11-23T10:00:00z", "2026-11-23"),
+    ],
+)
+def test_event_dates_at_the_calendars_edges_are_clamped_never_raised(event_time: str, day: str):
+    assert event_date({"eventTime": event_time}) == day
+
+
+async def test_one_partition_failing_in_a_group_commit_fails_only_its_own_events(tmp_path: Path):
+    # A file where a partition directory should be: that partition cannot be created.
+    blocked = tmp_path / "dt=2026-11-23" / "namespace=blocked"
+    blocked.parent.mkdir()
+    blocked.write_bytes(b"")
+    writer = ArchiveWriter(tmp_path)
+    await writer.start()
+    good = [at(run_event(namespace=f"team-{i}"), "2026-11-23T10:00:00Z") for i in range(5)]
+    bad = at(run_event(namespace="blocked"), "2026-11-23T10:00:00Z")
+    outcomes = await asyncio.gather(  # one group commit: all queued before the worker runs
+        *(writer.write(e, payload(e)) for e in [*good[:2], bad, *good[2:]]),
+        return_exceptions=True,
+    )
+    assert [type(o).__name__ for o in outcomes] == ["NoneType"] * 2 + ["DeliveryError"] + [
+        "NoneType"
+    ] * 3
+    await writer.close()
+    assert run_ids_in(tmp_path) == sorted(e["run"]["runId"] for e in good)
+
+
+async def _full_disk_then_freed(
+    directory: Path, make_full: Callable[[], None], make_free: Callable[[], None]
+) -> None:
+    """The scenario of a disk filling up under a writer with an open file, then freed."""
+    destination = ArchiveDestination("archive", ArchiveWriter(directory))
+    await destination.start()
+    before = [at(run_event(), "2026-11-23T10:00:00Z") for _ in range(5)]
+    for event in before:
+        await destination.deliver(event, payload(event))
+    make_full()
+    during = [at(run_event(), "2026-11-23T10:00:00Z") for _ in range(40)]
+    outcomes = await asyncio.wait_for(  # a hang fails here
+        asyncio.gather(
+            *(destination.deliver(e, payload(e)) for e in during), return_exceptions=True
+        ),
+        30,
+    )
+    refused = [o for o in outcomes if o is not None]
+    assert refused, "the full disk refused nothing"
+    assert all(isinstance(o, DeliveryError) and o.retriable for o in refused), refused
+    assert not await destination.ready()
+    assert_only_whole_lines(directory)
+    # Still refused while full, answered each time (the writer is alive).
+    with pytest.raises(DeliveryError):
+        big = at(run_event(), "2026-11-23T10:00:00Z")
+        big["job"]["facets"] = {"pad": {"_producer": "p", "_schemaURL": "s", "x": "x" * 100_000}}
+        await asyncio.wait_for(destination.deliver(big, payload(big)), 30)
+    make_free()
+    assert await destination.ready()
+    after = [at(run_event(), "2026-11-23T10:00:00Z") for _ in range(5)]
+    for event in after:
+        await asyncio.wait_for(destination.deliver(event, payload(event)), 30)
+    await destination.close()
+    assert_only_whole_lines(directory)
+    stored = [e for e, o in zip(during, outcomes, strict=True) if o is None]
+    assert run_ids_in(directory) == sorted(e["run"]["runId"] for e in before + stored + after)
+
+
+def _largest_file(directory: Path) -> int:
+    return max(p.stat().st_size for p in directory.rglob("*.jsonl*"))
+
+
+def file_size_limit_scenario(directory: Path) -> None:
+    """The full-disk scenario under RLIMIT_FSIZE (run in a subprocess: it binds every file)."""
+    asyncio.run(
+        _full_disk_then_freed(
+            directory,
+            lambda: limit_file_size(_largest_file(directory) + 100),
+            lambda: limit_file_size(resource.RLIM_INFINITY),
+        )
+    )
+
+
+async def test_full_disk_refuses_promptly_keeps_whole_lines_and_recovers_once_freed(
+    tmp_path: Path,
+):
+    with small_tmpfs("1m") as disk:
+        if disk is not None:
+            fillers: list[Path] = []
+            await _full_disk_then_freed(
+                disk / "archive", lambda: fillers.append(fill(disk)), lambda: fillers.pop().unlink()
+            )
+            return
+    # Mounting is not permitted here: the same scenario with a real file size limit (EFBIG).
+    code = (
+        "import sys; from pathlib import Path; from tests.unit.destinations.test_archive "
+        "import file_size_limit_scenario as run; run(Path(sys.argv[1]))"
+    )
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-c", code, str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+async def test_a_stalled_disk_answers_within_the_write_timeout(tmp_path: Path, monkeypatch):
+    # A disk that stops answering cannot be made for real here; block fsync instead.
+    release = threading.Event()
+    real_fsync = os.fsync
+
+    def stuck_fsync(fd: int) -> None:
+        release.wait(30)
         real_fsync(fd)
 
-    monkeypatch.setattr(os, "fsync", fsync_failing_once)
-    with pytest.raises(DeliveryError, match="Input/output error"):
-        await writer.write(refused, payload(refused))
+    destination = ArchiveDestination("archive", ArchiveWriter(tmp_path, write_timeout_seconds=0.3))
+    await destination.start()
+    monkeypatch.setattr(os, "fsync", stuck_fsync)
+    try:
+        event = at(run_event(), "2026-11-23T10:00:00Z")
+        with pytest.raises(DeliveryError, match="not written within"):
+            await destination.deliver(event, payload(event))
+        await asyncio.sleep(0.4)
+        with pytest.raises(DeliveryError, match="stalled"):  # at once, not queued behind it
+            await destination.deliver(event, payload(event))
+        assert not await destination.ready()
+    finally:
+        release.set()
     monkeypatch.undo()
-    (finished,) = finished_files(tmp_path)  # finished right after the failure
-    assert lines_of(finished) == [kept]
+    for _ in range(100):
+        if await destination.ready():
+            break
+        await asyncio.sleep(0.05)
+    later = at(run_event(), "2026-11-23T10:00:00Z")
+    await destination.deliver(later, payload(later))
+    await destination.close()
+    assert later["run"]["runId"] in run_ids_in(tmp_path)
+
+
+async def test_crash_leftovers_lose_their_torn_last_line_before_they_are_finished(tmp_path: Path):
+    folder = tmp_path / "dt=2026-11-23" / "namespace=x"
+    folder.mkdir(parents=True)
+    (folder / "_events-plain.jsonl.inprogress").write_bytes(b'{"a":1}\n{"b":2}\n{"c":')
+    (folder / "_events-torn.jsonl.inprogress").write_bytes(b'{"c":')
+    whole = zlib.compressobj(6, zlib.DEFLATED, 31)
+    member = whole.compress(b'{"d":4}\n') + whole.flush()
+    (folder / "_events-zipped.jsonl.gz.inprogress").write_bytes(member + member[:-5])
+    writer = ArchiveWriter(tmp_path)
+    await writer.start()
     await writer.close()
+    assert (folder / "events-plain.jsonl").read_bytes() == b'{"a":1}\n{"b":2}\n'
+    assert (folder / "events-zipped.jsonl.gz").read_bytes() == member
+    assert not (folder / "events-torn.jsonl").exists()  # nothing whole: removed
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "events-plain.jsonl",
+        "events-zipped.jsonl.gz",
+    ]

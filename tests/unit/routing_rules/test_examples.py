@@ -3,6 +3,7 @@ test_loader.py, so none can rot unnoticed)."""
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 from routing_rules.compiler import compile_rules
@@ -11,7 +12,7 @@ from routing_rules.ruleset import Ruleset
 from routing_rules.stats import RoutingStats
 from routing_rules.transforms import REDACTED
 from tests.conftest import REPO
-from tests.sample_events import dataset_event, rich_run_event, run_event
+from tests.sample_events import dataset_event, job_event, rich_run_event, run_event
 
 EXAMPLES = REPO / "routing_rules" / "examples"
 
@@ -75,6 +76,16 @@ def test_namespace_alignment():
     assert route.event["inputs"][0]["namespace"] == "kafka://prod-cluster"
     assert route.event["outputs"][0]["namespace"] == "s3://lake"
     assert route.event["job"]["facets"]["tags"]["tags"][0]["key"] == "aligned-by"
+
+
+def test_data_rentgen():
+    rules = example("data-rentgen")
+    v7 = run_event(run_id="0196a8c2-fe01-7439-87e6-56a1a1b4029f")
+    assert destinations(rules, v7) == ["kafka", "data-rentgen"]
+    assert destinations(rules, run_event(run_id=str(uuid.uuid4()))) == ["kafka"]  # v4
+    assert destinations(rules, job_event()) == ["kafka"]
+    assert destinations(rules, dataset_event()) == ["kafka"]
+    assert rules.rejected == ("rejected",)
 
 
 def test_every_example_is_tested_here():

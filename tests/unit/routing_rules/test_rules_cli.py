@@ -21,7 +21,7 @@ def test_check_accepts_a_good_file(capsys):
 
 def test_check_defaults_to_the_rules_named_by_the_config(capsys):
     assert main(["rules", "check", "--config", str(REPO / "config.yaml")]) == 0
-    assert "routing_rules/default.yaml: ok (0 rules, 2 destinations)" in capsys.readouterr().out
+    assert "routing_rules/default.yaml: ok (0 rules, 4 destinations)" in capsys.readouterr().out
 
 
 def test_check_reports_file_line_and_reason_and_exits_1(tmp_path: Path, capsys):
@@ -45,7 +45,9 @@ def test_dry_run_shows_rules_transforms_destinations_and_the_event_as_sent(tmp_p
     single = tmp_path / "running.json"
     single.write_bytes(orjson.dumps(running))
     rules = EXAMPLES / "redact-sql.yaml"
-    assert main(["rules", "test", str(rules), str(events), str(single), "--json"]) == 0
+    # An invalid event in the input makes the dry run exit 1, as documented, yet every
+    # event is still shown.
+    assert main(["rules", "test", str(rules), str(events), str(single), "--json"]) == 1
     first, second, third = (orjson.loads(line) for line in capsys.readouterr().out.splitlines())
     assert first["event_label"] == f"{events}[0]"
     assert first["matched"] == ["redact-sql"]
@@ -59,13 +61,23 @@ def test_dry_run_shows_rules_transforms_destinations_and_the_event_as_sent(tmp_p
     assert second["valid"] is False and second["problems"][0]["pointer"] == "/producer"
     assert third["matched"] == [] and third["event"] == running
 
-    assert main(["rules", "test", str(rules), str(events)]) == 0
+    assert main(["rules", "test", str(rules), str(events)]) == 1
     text = capsys.readouterr().out
     assert "matched: redact-sql" in text
     assert "transform [redact-sql] redact job.facets.sql.query: 1 changed" in text
     assert "destinations (default route): kafka (kafka)" in text
     assert f'"query": "{REDACTED}"' in text
     assert "invalid, the client gets 400:" in text and "/producer:" in text
+
+
+def test_dry_run_of_valid_events_only_exits_0(tmp_path: Path, capsys):
+    events = tmp_path / "events.json"
+    events.write_bytes(orjson.dumps([rich_run_event(), run_event(event_type="RUNNING")]))
+    assert main(["rules", "test", str(EXAMPLES / "redact-sql.yaml"), str(events), "--json"]) == 0
+    assert [orjson.loads(line)["valid"] for line in capsys.readouterr().out.splitlines()] == [
+        True,
+        True,
+    ]
 
 
 def test_dry_run_shows_drops_and_throttling(tmp_path: Path, capsys):
@@ -91,3 +103,33 @@ def test_dry_run_with_a_broken_rules_file_or_unreadable_event_exits_1(tmp_path: 
         main(["rules", "test", str(EXAMPLES / "redact-sql.yaml"), str(tmp_path / "no.json")]) == 1
     )
     assert "no.json: cannot read an event" in capsys.readouterr().err
+
+
+def test_dry_run_repairs_like_the_proxy_and_strict_config_refuses(tmp_path: Path, capsys):
+    naive = rich_run_event()
+    naive["eventTime"] = "2026-11-23T10:00:00"
+    events = tmp_path / "naive.json"
+    events.write_bytes(orjson.dumps(naive))
+    rules = str(EXAMPLES / "redact-sql.yaml")
+
+    assert main(["rules", "test", rules, str(events), "--json"]) == 0
+    outcome = orjson.loads(capsys.readouterr().out)
+    assert outcome["valid"] is True
+    assert outcome["repaired"] == [
+        {
+            "repair": "naive_date_time",
+            "pointer": "/eventTime",
+            "from": "2026-11-23T10:00:00",
+            "to": "2026-11-23T10:00:00Z",
+        }
+    ]
+    assert outcome["event"]["eventTime"] == "2026-11-23T10:00:00Z"
+    assert main(["rules", "test", rules, str(events)]) == 0
+    assert (
+        "repaired [naive_date_time] /eventTime: 2026-11-23T10:00:00 → " in capsys.readouterr().out
+    )
+
+    strict = tmp_path / "strict.yaml"
+    strict.write_text("validation:\n  mode: strict\n")
+    assert main(["rules", "test", rules, str(events), "--config", str(strict)]) == 1
+    assert "invalid, the client gets 400:" in capsys.readouterr().out

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import copy
 
+from proxy.destinations.kafka import event_headers
+from proxy.openlineage.repaired import Repair, RepairedEvent
+from routing_rules.router import RulesRouter
 from routing_rules.ruleset import Trace
 from routing_rules.transforms import PRODUCER, REDACTED
 from tests.sample_events import dataset_event, rich_run_event, run_event
@@ -221,3 +224,26 @@ def test_transforms_of_continued_rules_accumulate_in_order():
     )
     assert trace.matched == ["first", "second"]
     assert "sql" not in out["job"]["facets"]
+
+
+def test_repaired_event_keeps_its_repairs_through_a_transform_copy():
+    repair = Repair("naive_date_time", "/eventTime", "2026-11-23T10:00:00", "2026-11-23T10:00:00Z")
+    event = RepairedEvent(rich_run_event(), (repair,))
+    router = RulesRouter(
+        ruleset(
+            """
+            rules:
+              - name: redact
+                match: {kind: run}
+                transform: [{redact: [job.facets.sql.query]}]
+                to: [a]
+            default: {to: [b]}
+            """
+        )
+    )
+
+    route = router.route(event)
+
+    assert route.event is not event  # transforms work on a copy
+    assert route.event["job"]["facets"]["sql"]["query"] != event["job"]["facets"]["sql"]["query"]
+    assert dict(event_headers(route.event))["ol_repairs"] == event.header_value()

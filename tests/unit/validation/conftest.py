@@ -10,13 +10,17 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from proxy.validation import EventValidator
-from tests.unit.validation.spec_oracle import SPEC_DIR, Oracle, valid_run_event
+from tests.conftest import SPEC_DIR
+from tests.unit.validation.spec_oracle import Oracle, oracle_missing, valid_run_event
 
 
 @pytest.fixture(scope="session")
 def spec_dir() -> Path:
     if not (SPEC_DIR / "OpenLineage.json").is_file():
-        pytest.skip(f"official OpenLineage spec not found at {SPEC_DIR.resolve()}")
+        oracle_missing(
+            f"official OpenLineage spec not found at {SPEC_DIR.resolve()} "
+            "(put it there or set OPENLINEAGE_SPEC_DIR)"
+        )
     return SPEC_DIR
 
 
@@ -24,7 +28,9 @@ def spec_dir() -> Path:
 def oracle(spec_dir: Path) -> Oracle:
     checker = Draft202012Validator.FORMAT_CHECKER
     if not {"date-time", "uri", "uuid"} <= set(checker.checkers):
-        pytest.skip("jsonschema format checkers missing: pip install 'jsonschema[format-nongpl]'")
+        oracle_missing(
+            "jsonschema format checkers missing: pip install 'jsonschema[format-nongpl]'"
+        )
     return Oracle(spec_dir)
 
 

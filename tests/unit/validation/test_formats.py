@@ -7,7 +7,7 @@ from jsonschema import Draft202012Validator
 
 from proxy.validation import EventValidator
 from proxy.validation.formats import is_date_time, is_uri
-from tests.unit.validation.spec_oracle import valid_run_event
+from tests.unit.validation.spec_oracle import oracle_missing, valid_run_event
 
 URIS = [
     "http://123",
@@ -50,7 +50,9 @@ DATE_TIMES = [
 def checker() -> object:
     checker = Draft202012Validator.FORMAT_CHECKER
     if not {"date-time", "uri"} <= set(checker.checkers):
-        pytest.skip("jsonschema format checkers missing: pip install 'jsonschema[format-nongpl]'")
+        oracle_missing(
+            "jsonschema format checkers missing: pip install 'jsonschema[format-nongpl]'"
+        )
     return checker
 
 

@@ -190,10 +190,12 @@ def test_official_schemas_agree_the_mutation_is_invalid(
     assert oracle.errors(event) != []
 
 
-def test_reference_event_is_valid_for_both(validator: EventValidator, oracle: Oracle) -> None:
-    event = reference_run_event()
-    assert validator.validate(event) == []
-    assert oracle.errors(event) == []
+def test_reference_event_is_valid(validator: EventValidator) -> None:
+    assert validator.validate(reference_run_event()) == []
+
+
+def test_official_schemas_agree_the_reference_event_is_valid(oracle: Oracle) -> None:
+    assert oracle.errors(reference_run_event()) == []
 
 
 def test_all_issues_are_reported_not_just_the_first(validator: EventValidator) -> None:

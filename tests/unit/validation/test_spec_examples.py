@@ -10,14 +10,21 @@ import pytest
 
 from proxy.validation import EventValidator
 from proxy.validation.facets import Container
-from tests.unit.validation.spec_oracle import SPEC_DIR, Oracle, facet_map_of, valid_run_event
+from tests.conftest import SPEC_DIR
+from tests.unit.validation.spec_oracle import Oracle, facet_map_of, valid_run_event
 
 
 def _example_paths() -> list[Path]:
-    tests_dir = SPEC_DIR / "tests"
-    if not tests_dir.is_dir():
-        return []
-    return sorted(tests_dir.glob("*/*.json"))
+    return sorted((SPEC_DIR / "tests").glob("*/*.json"))
+
+
+def _example_params() -> list[Any]:
+    """One case per official example; without the spec folder, one case that the
+    ``oracle`` fixture skips (fails in CI) — never an empty, silently skipped set."""
+    paths = _example_paths()
+    if not paths:
+        return [pytest.param(None, id="spec-folder-missing")]
+    return [pytest.param(p, id=f"{p.parent.name}/{p.name}") for p in paths]
 
 
 def _container_for(oracle: Oracle, folder: str, facet: dict[str, Any]) -> Container:
@@ -45,7 +52,7 @@ def _wrapped(oracle: Oracle, path: Path) -> dict[str, Any]:
     return event
 
 
-@pytest.mark.parametrize("path", _example_paths(), ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize("path", _example_params())
 def test_official_facet_example_is_accepted(
     path: Path, oracle: Oracle, validator: EventValidator
 ) -> None:

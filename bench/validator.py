@@ -1,8 +1,6 @@
-"""Time EventValidator on the ~2.5 KB reference RunEvent (7 standard facets).
+"""Benchmark: EventValidator on the ~2.5 KB reference RunEvent (7 standard facets).
 
-Not a test (no timing assertions in tests): run it by hand, or from bench/.
-
-    .venv/bin/python tests/unit/validation/time_validator.py
+    .venv/bin/python bench/validator.py
 
 Prints JSON: event size, µs/event for orjson parse alone and for validate(), and the
 ratio of the two (DESIGN.md §7 asks for ratios; absolute figures on shared machines drift).
@@ -17,7 +15,7 @@ from pathlib import Path
 
 import orjson
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from proxy.validation import EventValidator
 from tests.unit.validation.spec_oracle import reference_run_event

@@ -1,0 +1,166 @@
+"""Named repairs for the small spec breaks that real clients make, applied only on failure.
+
+Refusing these events is correct per the spec and loses them (DESIGN.md §8): the client
+drops a 400, and openlineage-dbt's ABORT event never reaches anyone. So, unless
+``validation.mode: strict``, the pipeline asks :class:`EventRepairer` for a repaired copy
+of an event that failed validation; it gives one only when *every* issue sits at a
+pointer a enabled repair knows how to fix, and the pipeline then validates the copy
+again. Valid events never get here, so repairs cost nothing on the hot path.
+
+The repairs (each can be switched off in ``validation.repairs``):
+
+``naive_date_time``
+    A date-time without a UTC offset (``datetime.now().isoformat()``) is taken as UTC:
+    ``2026-11-23T10:00:00.123456`` → ``2026-11-23T10:00:00.123456Z``.
+``date_only_nominal_time``
+    A ``nominalStartTime``/``nominalEndTime`` that is only a date is midnight UTC:
+    ``2020-01-01`` → ``2020-01-01T00:00:00Z``.
+``schemeless_datasource_uri``
+    A ``dataSource.uri`` without a scheme: an absolute path becomes a ``file://`` URI,
+    otherwise the dataset's namespace is used when it is a URI, and the bare ``file``
+    that openlineage-spark writes for local files becomes ``file:///``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Literal, get_args
+from urllib.parse import quote
+
+import orjson
+
+from proxy.openlineage.repaired import Repair, RepairedEvent
+from proxy.validation.formats import DATE_TIME_MESSAGE, URI_MESSAGE, is_uri
+from proxy.validation.issues import ValidationIssue
+from proxy.validation.validator import EventValidator
+
+__all__ = ["REPAIR_NAMES", "EventRepairer", "RepairName", "validate_or_repair"]
+
+RepairName = Literal["naive_date_time", "date_only_nominal_time", "schemeless_datasource_uri"]
+REPAIR_NAMES: tuple[RepairName, ...] = get_args(RepairName)
+
+_NAIVE_DATE_TIME = re.compile(r"(\d{4}-\d{2}-\d{2})[Tt ](\d{2}:\d{2}:\d{2}(?:\.\d+)?)", re.ASCII)
+_DATE_ONLY = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
+_NOMINAL_TIMES = ("nominalStartTime", "nominalEndTime")
+_DATA_SOURCE_URI = ["facets", "dataSource", "uri"]
+# RFC 3986 characters a path may keep as they are; everything else is percent-encoded.
+_PATH_SAFE = "/!$&'()*+,;=:@-._~"
+
+# A fix reads the value and the event (for context such as the dataset's namespace) and
+# returns the repaired value, or None when it does not apply.
+_Fix = Callable[[str, list[str], dict[str, Any]], str | None]
+
+
+def _naive_date_time(value: str, tokens: list[str], event: dict[str, Any]) -> str | None:
+    match = _NAIVE_DATE_TIME.fullmatch(value)
+    return f"{match[1]}T{match[2]}Z" if match else None
+
+
+def _date_only_nominal_time(value: str, tokens: list[str], event: dict[str, Any]) -> str | None:
+    if tokens[-1] in _NOMINAL_TIMES and _DATE_ONLY.fullmatch(value):
+        return f"{value}T00:00:00Z"
+    return None
+
+
+def _schemeless_datasource_uri(value: str, tokens: list[str], event: dict[str, Any]) -> str | None:
+    if tokens[-3:] != _DATA_SOURCE_URI or ":" in value:
+        return None
+    if value.startswith("/"):
+        return "file://" + quote(value, safe=_PATH_SAFE)
+    dataset = _resolve(event, tokens[:-3])
+    namespace = dataset.get("namespace") if isinstance(dataset, dict) else None
+    if isinstance(namespace, str) and is_uri(namespace):
+        return namespace
+    if value == "file":
+        return "file:///"
+    return None
+
+
+# Which repairs may answer an issue with this message, in the order they are tried.
+_FIXES: dict[str, tuple[tuple[RepairName, _Fix], ...]] = {
+    DATE_TIME_MESSAGE: (
+        ("naive_date_time", _naive_date_time),
+        ("date_only_nominal_time", _date_only_nominal_time),
+    ),
+    URI_MESSAGE: (("schemeless_datasource_uri", _schemeless_datasource_uri),),
+}
+
+
+def _tokens(pointer: str) -> list[str]:
+    return [t.replace("~1", "/").replace("~0", "~") for t in pointer.split("/")[1:]]
+
+
+def _resolve(node: Any, tokens: Sequence[str]) -> Any:
+    for token in tokens:
+        if isinstance(node, dict):
+            node = node.get(token)
+        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            return None
+    return node
+
+
+class EventRepairer:
+    """Repaired copies of invalid events, using only the repairs it was built with."""
+
+    def __init__(self, enabled: Iterable[RepairName]) -> None:
+        wanted = set(enabled)
+        self._fixes = {
+            message: tuple((name, fix) for name, fix in fixes if name in wanted)
+            for message, fixes in _FIXES.items()
+        }
+        self.enabled = tuple(name for name in REPAIR_NAMES if name in wanted)
+
+    def repair(
+        self, event: dict[str, Any], issues: Sequence[ValidationIssue]
+    ) -> RepairedEvent | None:
+        """A copy of ``event`` with every issue repaired, or None if one is not repairable.
+
+        The copy still has to be validated: a repair makes a value well-formed, the
+        validator decides whether the event is.
+        """
+        if not self.enabled or any(not self._fixes.get(i.message) for i in issues):
+            return None
+        copy: dict[str, Any] = orjson.loads(orjson.dumps(event))
+        repairs: list[Repair] = []
+        for issue in issues:
+            if any(r.pointer == issue.pointer for r in repairs):
+                continue  # two issues at one value: repaired once
+            tokens = _tokens(issue.pointer)
+            if not tokens:
+                return None
+            parent = _resolve(copy, tokens[:-1])
+            key: Any = tokens[-1]
+            if isinstance(parent, list) and key.isdigit() and int(key) < len(parent):
+                key = int(key)
+            elif not isinstance(parent, dict):
+                return None
+            value = parent[key] if isinstance(parent, list) else parent.get(key)
+            if not isinstance(value, str):
+                return None
+            for name, fix in self._fixes[issue.message]:
+                repaired = fix(value, tokens, copy)
+                if repaired is not None:
+                    parent[key] = repaired
+                    repairs.append(Repair(name, issue.pointer, value, repaired))
+                    break
+            else:
+                return None
+        return RepairedEvent(copy, tuple(repairs))
+
+
+def validate_or_repair(
+    validator: EventValidator, repairer: EventRepairer, event: Any
+) -> tuple[Any, list[ValidationIssue]]:
+    """``(event, [])`` when valid, ``(repaired copy, [])`` when repaired and then valid,
+    else ``(event, issues)`` — the original's issues, since they are what the spec
+    objects to. What the proxy and ``rules test`` both do with an event."""
+    issues = validator.validate(event)
+    if not issues:
+        return event, issues
+    repaired = repairer.repair(event, issues)
+    if repaired is None or validator.validate(repaired):
+        return event, issues
+    return repaired, []

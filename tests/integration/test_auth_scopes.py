@@ -1,0 +1,68 @@
+"""Token scopes per event kind: job namespaces for runs and jobs, dataset namespaces for
+DatasetEvents (README, Configuration → Auth)."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from tests.integration.test_lineage_endpoint import post
+from tests.kafka_reader import read_topic
+from tests.sample_events import dataset_event, run_event
+
+pytestmark = pytest.mark.integration
+
+POSTGRES = "postgres://db:5432"
+AUTH = {
+    "enabled": True,
+    "tokens": [
+        {"name": "team-a", "token": "secret-a", "namespaces": ["team-a*"]},
+        {
+            "name": "team-a-db",
+            "token": "secret-a-db",
+            "namespaces": ["team-a*"],
+            "dataset_namespaces": ["postgres://db:*"],
+        },
+    ],
+}
+
+
+async def test_dataset_events_are_scoped_by_dataset_namespaces_and_runs_by_job_namespace(
+    start_proxy, broker, topic
+):
+    team_a, team_a_db = (
+        {"Authorization": "Bearer secret-a"},
+        {"Authorization": "Bearer secret-a-db"},
+    )
+    writes_to_postgres = run_event(namespace="team-a")
+    writes_to_postgres["outputs"] = [{"namespace": POSTGRES, "name": "shop.public.orders"}]
+    async with start_proxy(auth=AUTH) as url:
+        endpoint = f"{url}/api/v1/lineage"
+        # Without dataset_namespaces the token's namespaces stand in: team-a* ≠ postgres://…
+        status, body, _ = await post(
+            endpoint, dataset_event(POSTGRES, "shop.public.orders"), **team_a
+        )
+        assert status == 403
+        assert body["details"] == [
+            {
+                "pointer": "/dataset/namespace",
+                "message": "namespace outside the token's dataset_namespaces",
+            }
+        ]
+        # A run's datasets are what the job touched: not scoped.
+        assert (await post(endpoint, writes_to_postgres, **team_a))[0] == 200
+        # dataset_namespaces opens DatasetEvents for postgres only, not for team-a*...
+        assert (await post(endpoint, dataset_event(POSTGRES, "shop.public.orders"), **team_a_db))[
+            0
+        ] == 200
+        status, body, _ = await post(endpoint, dataset_event("team-a-files", "x"), **team_a_db)
+        assert status == 403
+        assert body["details"][0]["message"] == "namespace outside the token's dataset_namespaces"
+        # ...and does not widen the job scope.
+        status, body, _ = await post(endpoint, run_event(namespace=POSTGRES), **team_a_db)
+        assert status == 403 and body["details"][0]["pointer"] == "/job/namespace"
+    landed = [orjson.loads(r.value) for r in read_topic(broker.bootstrap_servers, topic, expect=2)]
+    assert sorted("run" if "run" in e else e["dataset"]["namespace"] for e in landed) == [
+        POSTGRES,
+        "run",
+    ]

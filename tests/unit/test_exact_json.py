@@ -1,0 +1,59 @@
+"""exact_json keeps every number the client sent and accepts exactly what orjson accepts."""
+
+from __future__ import annotations
+
+import json
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from proxy.exact_json import JSONDecodeError, dumps, loads
+
+values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(min_value=-(10**300), max_value=10**300)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, derandomize=True, database=None)
+@given(values)
+def test_any_json_value_round_trips_exactly(value):
+    sent = json.dumps(value, ensure_ascii=False).encode()
+    parsed = loads(sent)
+    assert parsed == value
+    assert json.loads(dumps(parsed)) == value
+
+
+def test_integers_beyond_64_bits_stay_integers_and_small_bodies_stay_on_orjson():
+    assert loads(b'{"n": 18446744073709551616}') == {"n": 2**64}
+    assert dumps({"n": -(2**63) - 1}) == b'{"n":-9223372036854775809}'
+    assert dumps({"n": 2**64 - 1}) == orjson.dumps({"n": 2**64 - 1})
+
+
+BIG = b"123456789012345678901234567890"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[NaN, " + BIG + b"]",  # the standard library alone would accept these two
+        b"[-Infinity, " + BIG + b"]",
+        b'["\\ud800", ' + BIG + b"]",
+        b"[1e400, " + BIG + b"]",
+        b"{'a': " + BIG + b"}",
+        b'["\xff", ' + BIG + b"]",
+    ],
+)
+def test_what_orjson_refuses_is_refused_even_with_big_integers(body):
+    with pytest.raises(JSONDecodeError):
+        loads(body)
