@@ -91,6 +91,9 @@ class SpoolConfig(Section):
     # When the spool holds this much, events Kafka cannot take get 503 + Retry-After.
     max_bytes: Annotated[int, Field(gt=0)] = 1024 * MiB
     segment_bytes: Annotated[int, Field(gt=0)] = 16 * MiB
+    # A direct send the broker has not confirmed after this long is spooled (and may then
+    # reach Kafka twice); keep it below clients' ~5 s timeout.
+    after_seconds: Annotated[float, Field(gt=0)] = 2.5
 
 
 class KafkaConfig(Section):

@@ -244,8 +244,11 @@ class KafkaProducer:
         value: bytes,
         key: str | None,
         headers: list[tuple[str, bytes]] | None = None,
+        wait_seconds: float | None = None,
     ) -> Message:
-        """Resolve with the delivered message (partition, offset), or raise KafkaException."""
+        """Resolve with the delivered message (partition, offset), or raise KafkaException
+        — also when ``wait_seconds`` pass first (the message stays queued and may still be
+        delivered)."""
         if self._current is None:
             raise RuntimeError("producer not started")
         loop = self._loop = self._loop or asyncio.get_running_loop()
@@ -281,7 +284,14 @@ class KafkaProducer:
                     raise KafkaException(_REPLACING) from exc
                 raise
         generation.pending.add(done)
-        return await done
+        if wait_seconds is None:
+            return await done
+        try:
+            return await asyncio.wait_for(done, wait_seconds)
+        except TimeoutError:
+            raise KafkaException(
+                KafkaError(KafkaError._TIMED_OUT, f"not confirmed within {wait_seconds} s")
+            ) from None
 
     def cluster_reachable(self, timeout: float) -> bool:
         """Blocking metadata request; call from a thread."""
@@ -432,6 +442,7 @@ class KafkaDestination:
         key_for: Callable[[dict[str, Any]], str | None] = event_key,
         extra_headers: Mapping[str, str] | None = None,
         spool: KafkaSpool | None = None,
+        spool_after_seconds: float | None = None,
     ) -> None:
         self.name = name
         self.topic = topic
@@ -439,6 +450,9 @@ class KafkaDestination:
         self._key_for = key_for
         self._extra_headers = [(k, v.encode()) for k, v in (extra_headers or {}).items()]
         self._spool = spool
+        # With a spool, how long a direct send may wait for the broker before the event is
+        # spooled instead: below the ~5 s after which clients give up and resend.
+        self._spool_after = spool_after_seconds if spool is not None else None
         # Per key: the latest direct send still waiting for the broker, and how many
         # events are on their way into the spool — a later event of that key must not
         # overtake either.
@@ -467,7 +481,9 @@ class KafkaDestination:
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._direct[key] = done
         try:
-            await self._producer.produce(self.topic, payload, key, headers)
+            await self._producer.produce(
+                self.topic, payload, key, headers, wait_seconds=self._spool_after
+            )
             return False
         except KafkaException as exc:
             err: KafkaError = exc.args[0]

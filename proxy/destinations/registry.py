@@ -211,6 +211,7 @@ async def _build_kafka(
         key_for=key_function(config.key),
         extra_headers=config.headers,
         spool=await resources.spool_for(producer),
+        spool_after_seconds=resources.kafka.spool.after_seconds,
     )
 
 

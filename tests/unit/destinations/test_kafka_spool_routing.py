@@ -26,7 +26,9 @@ class ProducerDouble:
         self.timing_out = False
         self.sent: list[tuple[str, bytes, str | None]] = []
 
-    async def produce(self, topic: str, value: bytes, key: str | None, headers: Any) -> None:
+    async def produce(
+        self, topic: str, value: bytes, key: str | None, headers: Any, wait_seconds: Any = None
+    ) -> None:
         if self.timing_out:
             raise KafkaException(KafkaError(KafkaError._MSG_TIMED_OUT, "timed out"))
         self.sent.append((topic, value, key))
