@@ -95,7 +95,11 @@ async def _serve(config: ProxyConfig) -> None:
         # SIGHUP re-reads the rules file; a broken one is refused and the old rules stay.
         loop.add_signal_handler(signal.SIGHUP, app[RULES].request_reload)
         await stop.wait()
-        log.info("shutting down: draining in-flight deliveries")
+        log.info(
+            "shutting down: draining in-flight requests and unconfirmed Kafka deliveries "
+            "for at most %.0f s (server.shutdown_timeout_seconds)",
+            config.server.shutdown_timeout_seconds,
+        )
     log.info("stopped")
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import requests
 
 from proxy.embedded_broker import free_port
-from tests.conftest import ARCHIVE_ROOT, REPO
+from tests.conftest import ARCHIVE_ROOT, REPO, fresh_spool_directory
 
 __all__ = ["ServeProcess", "serve_process", "wait_until_ready"]
 
@@ -54,6 +54,7 @@ def serve_process(
         "LINEAGE_PROXY__SERVER__PORT": str(port),
         "LINEAGE_PROXY__KAFKA__BOOTSTRAP_SERVERS": broker_address,
         "LINEAGE_PROXY__ROUTING__ARCHIVE_ROOT": str(ARCHIVE_ROOT),
+        "LINEAGE_PROXY__KAFKA__SPOOL__DIRECTORY": str(fresh_spool_directory()),
         "LINEAGE_PROXY__CONSUMERS__ARCHIVE__TARGET__DIRECTORY": str(ARCHIVE_ROOT / "consumed"),
         **{f"LINEAGE_PROXY__{key.upper()}": value for key, value in settings.items()},
     }
