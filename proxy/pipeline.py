@@ -105,7 +105,8 @@ class BestEffortQueue:
         await asyncio.gather(*self._workers, return_exceptions=True)
 
 
-DeliverOne = Callable[[Destination, dict[str, Any], bytes], Awaitable[None]]
+# What a delivery resolves to (spooled or not) does not matter off the request path.
+DeliverOne = Callable[[Destination, dict[str, Any], bytes], Awaitable[object]]
 
 
 class EventPipeline:
@@ -189,7 +190,7 @@ class EventPipeline:
         except DeliveryError as exc:
             log.warning("rejected event not stored: %s", exc)
 
-    async def _deliver_route(self, route: Route) -> bool:
+    async def _deliver_route(self, route: Route[Destination]) -> bool:
         if not route.destinations:
             return False
         payload = dumps(route.event)

@@ -17,10 +17,11 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from proxy.app import CONFIG, CONNECTIONS, RULES, create_app, server_options
+from proxy.app import CONNECTIONS, RULES, create_app, server_options
 from proxy.config import ProxyConfig
 from proxy.connections import GuardedSite
 from proxy.embedded_broker import EmbeddedBroker
+from proxy.lineage_endpoints import CONFIG
 
 __all__ = ["CannotListen", "run_server", "serving"]
 

@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -243,7 +243,7 @@ class KafkaProducer:
         topic: str,
         value: bytes,
         key: str | None,
-        headers: list[tuple[str, bytes]] | None = None,
+        headers: Sequence[tuple[str, bytes | None]] | None = None,
         wait_seconds: float | None = None,
     ) -> Message:
         """Resolve with the delivered message (partition, offset), or raise KafkaException
@@ -264,7 +264,8 @@ class KafkaProducer:
                     topic,
                     value=value,
                     key=key,
-                    headers=headers,
+                    # A copy: librdkafka's list type (str values too) cannot take ours as is.
+                    headers=list(headers) if headers is not None else None,
                     on_delivery=functools.partial(self._on_delivery, generation, done),
                 )
                 break
