@@ -13,6 +13,7 @@ within a bounded time so the last COMPLETE is not lost when the driver exits.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import queue
 import threading
@@ -126,7 +127,8 @@ class EventSender:
                 self._queue.task_done()
 
     def _post(self, body: bytes) -> None:
-        for attempt in range(1, self._retry.max_attempts + 1):
+        most = self._retry.max_attempts  # None: until it succeeds or close() gives up
+        for attempt in itertools.count(1) if most is None else range(1, most + 1):
             status, reason = self._attempt(body)
             if status is not None and status < 400:
                 self.stats.sent += 1
