@@ -29,10 +29,13 @@ class ServeProcess(subprocess.Popen):
         return self.log_path.read_text(errors="replace")
 
 
-def wait_until_ready(url: str, process: ServeProcess, timeout: float = 30) -> None:
+def wait_until_ready(url: str, process: subprocess.Popen[str], timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        assert process.poll() is None, process.log()
+        # A plain Popen (a test's own command line) has no log file: its exit code then.
+        assert process.poll() is None, (
+            process.log() if isinstance(process, ServeProcess) else process.returncode
+        )
         try:
             if requests.get(f"{url}/readyz", timeout=1).status_code == 200:
                 return

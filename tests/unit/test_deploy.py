@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -117,7 +118,7 @@ def test_dashboard_panels_are_unique_placed_and_use_the_datasource_variable():
 _ACTION = re.compile(r"\{\{-?\s*(.*?)\s*-?\}\}")
 _REFERENCE = re.compile(r"^(\$consumer|\$?\.Values)((?:\.\w+)+)$")
 _BLOCK = re.compile(r'^(include "(?P<name>[^"]+)"|toYaml (?P<ref>\S+)) .*\| nindent (?P<n>\d+)$')
-_PIPES = {"quote": json.dumps, "upper": str.upper}
+_PIPES: dict[str, Callable[[str], str]] = {"quote": json.dumps, "upper": str.upper}
 
 
 def _values() -> dict[str, Any]:

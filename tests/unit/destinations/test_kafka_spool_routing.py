@@ -36,6 +36,7 @@ class ProducerDouble:
 
 async def _destination(tmp_path: Path) -> tuple[KafkaDestination, KafkaSpool, ProducerDouble]:
     producer = ProducerDouble()
+    # ProducerDouble stands in for KafkaProducer by its produce() alone, not by type.
     spool = KafkaSpool(Spool(tmp_path, 1 << 20, 1 << 16), producer)  # type: ignore[arg-type]
     await spool.spool.open()  # no drainer: what is spooled stays there for the test
     destination = KafkaDestination("kafka", producer, "t", spool=spool)  # type: ignore[arg-type]
