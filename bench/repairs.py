@@ -23,21 +23,21 @@ from proxy.auth import ANONYMOUS  # noqa: E402
 from proxy.metrics import ProxyMetrics  # noqa: E402
 from proxy.pipeline import Accepted, BestEffortQueue, EventPipeline  # noqa: E402
 from proxy.validation import EventValidator  # noqa: E402
-from proxy.validation.repairs import REPAIR_NAMES, EventRepairer  # noqa: E402
+from proxy.validation.repairs import REPAIR_NAMES, EventRepairer, RepairName  # noqa: E402
 from tests.sample_events import rich_run_event  # noqa: E402
 
 ROUNDS = 7
 CALLS = 2000
 
 
-def _pipeline(repairs: tuple[str, ...]) -> EventPipeline:
+def _pipeline(repairs: tuple[RepairName, ...]) -> EventPipeline:
     metrics = ProxyMetrics()
     return EventPipeline(
         EventValidator(),
         router=None,  # type: ignore[arg-type]  # check() never routes
         metrics=metrics,
         best_effort=BestEffortQueue(1, 1, metrics),
-        repairer=EventRepairer(repairs),  # type: ignore[arg-type]
+        repairer=EventRepairer(repairs),
     )
 
 

@@ -30,7 +30,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.http_ingest import free_port, log, peak_rss_mib, wait_http  # noqa: E402
+from bench.http_ingest import log, peak_rss_mib, wait_http  # noqa: E402
+from proxy.embedded_broker import free_port  # noqa: E402
 
 
 def child(variant: str, rounds: int, url: str) -> dict[str, Any]:

@@ -200,8 +200,8 @@ class ConsumerDaemon:
         offsets = []
         for partition in partitions:
             tracker = self._trackers.pop(partition, None)
-            if tracker is not None and tracker.to_commit() is not None:
-                offsets.append(TopicPartition(*partition, tracker.to_commit()))
+            if tracker is not None and (offset := tracker.to_commit()) is not None:
+                offsets.append(TopicPartition(*partition, offset))
             self.metrics.forget_partition(*partition)
         self._note_if_unassigned()
         return offsets

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import cast
 
 from confluent_kafka import KafkaException, Message
 
@@ -29,9 +30,12 @@ _PRODUCE_BACKOFF = RetryConfig(initial_backoff_seconds=0.2, max_backoff_seconds=
 
 def dead_letter_headers(
     message: Message, consumer: str, reason: str, error: DeliveryError | None
-) -> list[tuple[str, bytes]]:
+) -> list[tuple[str, bytes | None]]:
     """The source message's headers plus why it was dead-lettered and where it came from."""
-    headers = [(k, v) for k, v in (message.headers() or []) if not k.startswith("dlq_")]
+    # A consumed message's headers are a list, a null value None; the stub types them
+    # with the list-or-dict union that produce() accepts.
+    source = cast("list[tuple[str, bytes | None]]", message.headers() or [])
+    headers = [(k, v) for k, v in source if not k.startswith("dlq_")]
     headers += [
         ("dlq_reason", reason.encode()),
         ("dlq_consumer", consumer.encode()),

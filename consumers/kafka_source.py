@@ -19,7 +19,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +31,8 @@ __all__ = ["KafkaSource", "consumer_settings"]
 log = logging.getLogger(__name__)
 
 Partition = tuple[str, int]
-RevokeHandler = Callable[[list[Partition]], Awaitable[list[TopicPartition]]]
+# A coroutine function: the rebalance callback runs it on the loop from the poll thread.
+RevokeHandler = Callable[[list[Partition]], Coroutine[Any, Any, list[TopicPartition]]]
 
 
 def consumer_settings(

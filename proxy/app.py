@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -21,6 +22,7 @@ from proxy.auth import Authenticator
 from proxy.client_faults import ClientFaults, ServerLog
 from proxy.config import ProxyConfig
 from proxy.connections import ConnectionGuard
+from proxy.destinations.kafka_spool import SpoolMetrics
 from proxy.destinations.registry import DestinationResources
 from proxy.http_errors import ClientFault, RequestError, error_response
 from proxy.lineage_endpoints import AUTHENTICATOR, CONFIG, PIPELINE, post_batch, post_event
@@ -41,6 +43,28 @@ RULES = web.AppKey("rules", LiveRules)
 VALIDATOR = web.AppKey("validator", EventValidator)
 CLIENT_FAULTS = web.AppKey("client_faults", ClientFaults)
 CONNECTIONS = web.AppKey("connections", ConnectionGuard)
+
+
+class ShutdownBudget:
+    """SIGTERM's one budget (``server.shutdown_timeout_seconds``), shared by every stage
+    of shutdown — in-flight requests, best-effort queue, Kafka flush — so that together
+    they never take longer than the budget."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._started: float | None = None
+
+    async def start(self, app: web.Application) -> None:
+        """``on_shutdown`` hook: aiohttp runs it before waiting for in-flight requests."""
+        self._started = time.monotonic()
+
+    def remaining(self) -> float:
+        if self._started is None:
+            return self.seconds
+        return max(0.0, self.seconds - (time.monotonic() - self._started))
+
+
+SHUTDOWN = web.AppKey("shutdown", ShutdownBudget)
 
 # Clients join "api/v1/lineage" onto whatever URL they were given, so any prefix works.
 LINEAGE_PATH = r"/{prefix:(?:.*/)?}api/v1/lineage"
@@ -83,7 +107,16 @@ async def _readyz(request: web.Request) -> web.Response:
     states = await asyncio.gather(*(d.ready() for d in durable))
     checks = {d.name: ok for d, ok in zip(durable, states, strict=True)}
     status = 200 if all(states) else 503
-    return web.json_response({"ready": status == 200, "destinations": checks}, status=status)
+    body: dict[str, Any] = {"ready": status == 200, "destinations": checks}
+    # Destinations that can say more (Kafka: whether it is spooling) add it here.
+    notes = {
+        d.name: note()
+        for d in durable
+        if (note := getattr(d, "readiness", None)) is not None and note() is not None
+    }
+    if notes:
+        body["details"] = notes
+    return web.json_response(body, status=status)
 
 
 async def _metrics(request: web.Request) -> web.Response:
@@ -99,6 +132,7 @@ async def _destinations_lifecycle(app: web.Application) -> AsyncIterator[None]:
     resources = DestinationResources(config.kafka, routing.archive_root)
     stats = RoutingStats()
     app[METRICS].registry.register(stats)
+    app[METRICS].registry.register(SpoolMetrics(lambda: resources.spools))
     rules = LiveRules(routing.rules or BUILTIN_RULES, resources, stats)
     try:
         router = await rules.start()
@@ -122,10 +156,10 @@ async def _destinations_lifecycle(app: web.Application) -> AsyncIterator[None]:
     if watcher is not None:
         watcher.cancel()
         await asyncio.gather(watcher, return_exceptions=True)
-    timeout = config.server.shutdown_timeout_seconds
-    await best_effort.close(timeout)
+    budget = app[SHUTDOWN]
+    await best_effort.close(budget.remaining())
     await rules.close()
-    await resources.close(timeout)
+    await resources.close(budget.remaining())
 
 
 def server_options(app: web.Application) -> dict[str, Any]:
@@ -158,6 +192,8 @@ def create_app(config: ProxyConfig) -> web.Application:
         strict=config.validation.is_strict,
         extra_schema_dir=config.validation.extra_schema_dir,
     )
+    app[SHUTDOWN] = ShutdownBudget(config.server.shutdown_timeout_seconds)
+    app.on_shutdown.append(app[SHUTDOWN].start)
     app.cleanup_ctx.append(_destinations_lifecycle)
     app.router.add_post(LINEAGE_PATH, post_event, name="lineage")
     app.router.add_post(LINEAGE_PATH + "/batch", post_batch, name="lineage_batch")

@@ -170,7 +170,7 @@ def _cmd_rules_test(args: argparse.Namespace) -> int:
     return status
 
 
-def _add_rules_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _add_rules_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     rules = commands.add_parser("rules", help="check routing rules files and dry-run events")
     sub = rules.add_subparsers(dest="rules_command", required=True, metavar="COMMAND")
     check = sub.add_parser(
@@ -227,7 +227,7 @@ def _cmd_spark(args: argparse.Namespace) -> int:
     return run_job(job, f"lineage-proxy {args.spark_command}", args)
 
 
-def _add_spark_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _add_spark_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from spark_emitter.archive_jobs.session import add_job_arguments
 
     spark = commands.add_parser("spark", help="Spark jobs over the archive (needs the spark extra)")

@@ -43,7 +43,7 @@ class ClientFaults:
         log.warning("client fault %s from %s: %s%s", kind, peer or "?", message, more)
 
 
-class ServerLog(logging.LoggerAdapter):  # type: ignore[type-arg]
+class ServerLog(logging.LoggerAdapter[logging.Logger]):
     """The logger aiohttp's connection handler writes to (``logger=`` of the runner).
 
     aiohttp logs a client's malformed HTTP (bad request line, conflicting lengths, bad

@@ -37,6 +37,7 @@ __all__ = [
     "ProxyConfig",
     "RoutingConfig",
     "ServerConfig",
+    "SpoolConfig",
     "TokenConfig",
     "ValidationConfig",
     "load_config",
@@ -80,6 +81,21 @@ class ServerConfig(Section):
     max_connections: Annotated[int, Field(gt=0)] = 10_000
 
 
+class SpoolConfig(Section):
+    """The local write-ahead spool that keeps events through a Kafka outage."""
+
+    # false: no spool — when Kafka cannot confirm, clients get 503 and must resend.
+    enabled: bool = True
+    # One subdirectory per Kafka cluster; give each proxy process its own directory.
+    directory: Path = Path("var/spool")
+    # When the spool holds this much, events Kafka cannot take get 503 + Retry-After.
+    max_bytes: Annotated[int, Field(gt=0)] = 1024 * MiB
+    segment_bytes: Annotated[int, Field(gt=0)] = 16 * MiB
+    # A direct send the broker has not confirmed after this long is spooled (and may then
+    # reach Kafka twice); keep it below clients' ~5 s timeout.
+    after_seconds: Annotated[float, Field(gt=0)] = 2.5
+
+
 class KafkaConfig(Section):
     # "embedded" starts a Kafka-protocol broker (Tansu) on a free loopback port: dev/tests only.
     bootstrap_servers: str = "embedded"
@@ -90,6 +106,7 @@ class KafkaConfig(Section):
     # librdkafka producer settings, passed through as they are (security.protocol, sasl.*,
     # ssl.*, compression.type, linger.ms ...). Durability settings below cannot be weakened.
     producer: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    spool: SpoolConfig = Field(default_factory=SpoolConfig)
 
     @model_validator(mode="after")
     def _durability_is_not_negotiable(self) -> KafkaConfig:
@@ -244,6 +261,12 @@ def _resolve_relative_paths(config: ProxyConfig, base: Path) -> ProxyConfig:
         config = config.model_copy(update={"validation": validation})
     consumers = {name: c.with_paths_under(base) for name, c in config.consumers.items()}
     config = config.model_copy(update={"consumers": consumers})
+    spool = config.kafka.spool
+    if not spool.directory.is_absolute():
+        kafka = config.kafka.model_copy(
+            update={"spool": spool.model_copy(update={"directory": base / spool.directory})}
+        )
+        config = config.model_copy(update={"kafka": kafka})
     routing = config.routing
     updates = {
         key: base / value

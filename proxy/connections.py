@@ -147,8 +147,9 @@ class _Connection(asyncio.Protocol):
             self._start_clock()
         self._handler.data_received(data)
 
-    def eof_received(self) -> bool | None:
-        return self._handler.eof_received() if self._handler is not None else None
+    def eof_received(self) -> None:
+        if self._handler is not None:
+            self._handler.eof_received()
 
     def pause_writing(self) -> None:
         if self._handler is not None:
@@ -216,8 +217,9 @@ class GuardedSite(web.BaseSite):
     @property
     def port(self) -> int:
         """The bound port (the real one when 0 was asked for), once started."""
-        if self._server is not None and self._server.sockets:
-            return int(self._server.sockets[0].getsockname()[1])
+        server = self._server  # typed AbstractServer by aiohttp; create_server() gives a Server
+        if isinstance(server, asyncio.Server) and server.sockets:
+            return int(server.sockets[0].getsockname()[1])
         return self._port
 
     @property

@@ -47,6 +47,11 @@ class EmbeddedBroker:
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
+    def pid(self) -> int | None:
+        """The broker process's id while it runs (fault tests pause or kill it)."""
+        return self._process.pid if self._process is not None else None
+
+    @property
     def bootstrap_servers(self) -> str:
         return f"127.0.0.1:{self.port}"
 

@@ -15,7 +15,7 @@ from aiohttp import web
 
 from proxy.auth import Authenticator, Principal
 from proxy.config import ProxyConfig
-from proxy.destinations import DeliveryError
+from proxy.destinations import DeliveryError, TooLarge
 from proxy.http_errors import RequestError, detail
 from proxy.ingest import parse_json, read_body
 from proxy.pipeline import Accepted, EventPipeline, Rejection
@@ -29,6 +29,11 @@ AUTHENTICATOR = web.AppKey("authenticator", Authenticator)
 # Yield to the loop this often while checking a large batch, so one batch cannot starve
 # every other request of the event loop.
 _YIELD_EVERY = 64
+
+
+# Said with a 2xx when Kafka could not confirm in time and the event waits, fsynced, in
+# the proxy's local spool (README "What a 2xx means").
+_SPOOLED = {"X-Lineage-Spooled": "true"}
 
 
 def _json(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> web.Response:
@@ -48,6 +53,12 @@ async def _read_json(request: web.Request) -> tuple[Any, Principal]:
 
 
 def _delivery_failure(error: DeliveryError) -> Rejection:
+    if isinstance(error, TooLarge):
+        # Found before any destination was written: nothing is stored anywhere.
+        message = f"{error.size} bytes; destination {error.destination!r} takes {error.limit}"
+        return Rejection(
+            413, "too_large", "event too large; nothing was stored", [detail("", message)]
+        )
     # Short and stable for the client; the cause (paths, broker errors) is in our log.
     name = error.destination
     if error.retriable:
@@ -62,14 +73,14 @@ async def post_event(request: web.Request) -> web.Response:
     if isinstance(rejection, Accepted):
         accepted = rejection
         try:
-            await pipeline.deliver(accepted.event)
+            spooled = await pipeline.deliver(accepted.event)
         except DeliveryError as error:
             rejection = _delivery_failure(error)
         else:
             body: dict[str, Any] = {"status": "success"}
             if accepted.repairs:
                 body["repaired"] = [repair.as_json() for repair in accepted.repairs]
-            return _json(200, body)
+            return _json(200, body, _SPOOLED if spooled else None)
     elif rejection.reason == "invalid":
         await pipeline.deliver_rejected(event, rejection)
     headers = _retry_after(request) if rejection.retriable else None
@@ -114,6 +125,7 @@ async def post_batch(request: web.Request) -> web.Response:
         return_exceptions=True,
     )
     outcomes = outcomes[: len(valid)]
+    spooled = any(outcome is True for outcome in outcomes)
     for index, outcome in zip(valid, outcomes, strict=True):
         if isinstance(outcome, DeliveryError):
             failures[index] = _delivery_failure(outcome)
@@ -122,7 +134,10 @@ async def post_batch(request: web.Request) -> web.Response:
     for rejection in failures.values():
         pipeline.metrics.rejected.labels(rejection.reason).inc()
     repaired = {i: a for i, a in valid.items() if a.repairs and i not in failures}
-    return _batch_response(request, len(events), failures, repaired)
+    response = _batch_response(request, len(events), failures, repaired)
+    if spooled:
+        response.headers.update(_SPOOLED)
+    return response
 
 
 def _batch_response(

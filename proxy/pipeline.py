@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from proxy.auth import Principal
-from proxy.destinations import DeliveryError, Destination
+from proxy.destinations import DeliveryError, Destination, TooLarge, payload_limit
 from proxy.exact_json import dumps
 from proxy.metrics import ProxyMetrics
 from proxy.openlineage import EventKind, event_kind, subject_name
@@ -105,7 +105,8 @@ class BestEffortQueue:
         await asyncio.gather(*self._workers, return_exceptions=True)
 
 
-DeliverOne = Callable[[Destination, dict[str, Any], bytes], Awaitable[None]]
+# What a delivery resolves to (spooled or not) does not matter off the request path.
+DeliverOne = Callable[[Destination, dict[str, Any], bytes], Awaitable[object]]
 
 
 class EventPipeline:
@@ -162,11 +163,13 @@ class EventPipeline:
             )
         return Accepted(event)
 
-    async def deliver(self, event: dict[str, Any]) -> None:
-        """Route and deliver; raise :class:`DeliveryError` if a durable destination failed."""
-        await self._deliver_route(self.router.route(event))
+    async def deliver(self, event: dict[str, Any]) -> bool:
+        """Route and deliver; raise :class:`DeliveryError` if a durable destination failed.
+        True when a destination holds the event in its local spool (Kafka unreachable)."""
+        spooled = await self._deliver_route(self.router.route(event))
         kind = event_kind(event)
         self._accepted(kind.value if kind else "unknown").inc()
+        return spooled
 
     async def deliver_rejected(self, event: Any, rejection: Rejection) -> None:
         """Send an event that failed validation, with its reasons, to the ``rejected``
@@ -187,21 +190,22 @@ class EventPipeline:
         except DeliveryError as exc:
             log.warning("rejected event not stored: %s", exc)
 
-    async def _deliver_route(self, route: Route) -> None:
+    async def _deliver_route(self, route: Route[Destination]) -> bool:
         if not route.destinations:
-            return
+            return False
         payload = dumps(route.event)
         durable = [d for d in route.destinations if d.durable]
+        _refuse_oversized(durable, len(payload))
         for destination in route.destinations:
             if not destination.durable:
                 self.best_effort.submit(destination, route.event, payload)
         if not durable:
-            return
+            return False
         self._in_flight += 1
         try:
             if len(durable) == 1:
                 # Awaiting directly spares a task per event in the one-destination case.
-                results: list[BaseException | None] = [
+                results: list[BaseException | bool | None] = [
                     await _outcome(self.deliver_to(durable[0], route.event, payload))
                 ]
             else:
@@ -221,24 +225,34 @@ class EventPipeline:
             if isinstance(error, DeliveryError):
                 raise error
             raise DeliveryError("pipeline", repr(error), retriable=True) from error
+        return any(r is True for r in results)
 
     async def deliver_to(
         self, destination: Destination, event: dict[str, Any], payload: bytes
-    ) -> None:
+    ) -> bool | None:
         """Deliver to one destination, timed and counted (also the best-effort workers')."""
         started = time.perf_counter()
         try:
-            await destination.deliver(event, payload)
+            spooled = await destination.deliver(event, payload)
         except DeliveryError as exc:
             self.metrics.delivery_failures.labels(destination.name, str(exc.retriable)).inc()
             raise
         self._latency(destination.name).observe(time.perf_counter() - started)
+        return spooled
 
 
-async def _outcome(delivery: Awaitable[None]) -> BaseException | None:
+def _refuse_oversized(durable: list[Destination], size: int) -> None:
+    """Raise :class:`TooLarge` before anything is written when a durable destination
+    could never take the event, so that no other destination keeps a copy of it."""
+    for destination in durable:
+        limit = payload_limit(destination)
+        if limit is not None and size > limit:
+            raise TooLarge(destination.name, size, limit)
+
+
+async def _outcome(delivery: Awaitable[bool | None]) -> BaseException | bool | None:
     """What ``gather(..., return_exceptions=True)`` would give for one awaitable."""
     try:
-        await delivery
+        return await delivery
     except Exception as exc:
         return exc
-    return None

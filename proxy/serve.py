@@ -17,10 +17,11 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from proxy.app import CONFIG, CONNECTIONS, RULES, create_app, server_options
+from proxy.app import CONNECTIONS, RULES, create_app, server_options
 from proxy.config import ProxyConfig
 from proxy.connections import GuardedSite
 from proxy.embedded_broker import EmbeddedBroker
+from proxy.lineage_endpoints import CONFIG
 
 __all__ = ["CannotListen", "run_server", "serving"]
 
@@ -95,7 +96,11 @@ async def _serve(config: ProxyConfig) -> None:
         # SIGHUP re-reads the rules file; a broken one is refused and the old rules stay.
         loop.add_signal_handler(signal.SIGHUP, app[RULES].request_reload)
         await stop.wait()
-        log.info("shutting down: draining in-flight deliveries")
+        log.info(
+            "shutting down: draining in-flight requests and unconfirmed Kafka deliveries "
+            "for at most %.0f s (server.shutdown_timeout_seconds)",
+            config.server.shutdown_timeout_seconds,
+        )
     log.info("stopped")
 
 

@@ -8,6 +8,8 @@ a missing field or a value of the wrong JSON type simply does not match.
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -235,14 +237,15 @@ def key_guards(
 ) -> tuple[tuple[int, Callable[[Any], bool]], ...]:
     """(position in the routing key, test) for each key condition of a top-level match;
     ``field_positions`` places the :func:`indexed_fields` paths after :data:`KEY_FIELDS`."""
-    guards = []
+    guards: list[tuple[int, Callable[[Any], bool]]] = []
     for index, field in enumerate(KEY_FIELDS):
         predicate = _key_value_predicate(match, field)
         if predicate is not None:
             guards.append((index, predicate))
-    for path, expected in indexed_fields(match).items() if field_positions else ():
+    positions = field_positions or {}
+    for path, expected in indexed_fields(match).items() if positions else ():
         wanted = typed_key_value(expected)
-        guards.append((field_positions[path], lambda value, wanted=wanted: value == wanted))
+        guards.append((positions[path], functools.partial(operator.eq, wanted)))
     return tuple(guards)
 
 

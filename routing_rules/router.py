@@ -22,12 +22,12 @@ class RulesRouter:
     def __init__(self, ruleset: Ruleset[Destination]) -> None:
         self.ruleset = ruleset
 
-    def route(self, event: dict[str, Any]) -> Route:
+    def route(self, event: dict[str, Any]) -> Route[Destination]:
         route = self.ruleset.route(event)
         if isinstance(event, RepairedEvent) and route.event is not event:
             # Transforms work on a plain copy; what was repaired still travels with it.
             return replace(route, event=RepairedEvent(route.event, event.repairs))
         return route
 
-    def route_rejected(self, envelope: dict[str, Any]) -> Route:
+    def route_rejected(self, envelope: dict[str, Any]) -> Route[Destination]:
         return Route(envelope, self.ruleset.rejected)

@@ -80,9 +80,10 @@ class Trace:
 
 def _json_copy(event: dict[str, Any]) -> dict[str, Any]:
     try:
-        return orjson.loads(orjson.dumps(event))  # type: ignore[no-any-return]
+        copied: dict[str, Any] = orjson.loads(orjson.dumps(event))
     except TypeError:
         return copy.deepcopy(event)
+    return copied
 
 
 def _merged(first: tuple[T, ...], more: tuple[T, ...]) -> tuple[T, ...]:
@@ -136,7 +137,7 @@ class Ruleset(Generic[T]):
             self._by_key[key] = found
         return found
 
-    def route(self, event: dict[str, Any], trace: Trace | None = None) -> Route:
+    def route(self, event: dict[str, Any], trace: Trace | None = None) -> Route[T]:
         current = event
         key = self._key(event)
         candidates = self._candidates(key)
@@ -179,11 +180,11 @@ class Ruleset(Generic[T]):
             if not rule.continue_:
                 break
         if collected:
-            return Route(current, collected)  # type: ignore[arg-type]
+            return Route(current, collected)
         self.default_stats.matched += 1
         if trace is not None:
             trace.defaulted = True
         if not self.default:
             self.default_stats.dropped += 1
             return Route(current, (), dropped_by=DEFAULT_RULE)
-        return Route(current, self.default)  # type: ignore[arg-type]
+        return Route(current, self.default)

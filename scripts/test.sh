@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Install into ./.venv with the test and Spark extras, lint, and run the whole suite
+# Install into ./.venv with the test and Spark extras, lint, type-check, and run the whole suite
 # (unit, integration against a real broker, end-to-end with real PySpark).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/venv.sh dev,spark
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+# Types ([tool.mypy] in pyproject.toml); a warm cache makes this about a second.
+.venv/bin/mypy
 status=0
 .venv/bin/python -m pytest "$@" || status=$?
 if [ "$status" -eq 5 ]; then

@@ -54,7 +54,7 @@ class RetryPolicy:
     def backoff_seconds(self, attempt: int, draw: Callable[[], float] = random.random) -> float:
         """Wait before retry number ``attempt`` (1-based): a uniform draw under the
         exponential cap, so many drivers retrying one endpoint do not retry in step."""
-        cap = min(self.max_backoff_seconds, self.initial_backoff_seconds * 2 ** (attempt - 1))
+        cap = min(self.max_backoff_seconds, self.initial_backoff_seconds * 2.0 ** (attempt - 1))
         return draw() * cap
 
 

@@ -123,7 +123,7 @@ def enable_lineage(
     :mod:`spark_emitter.config`. Calling it again on the same session returns the same
     emitter.
     """
-    existing = getattr(spark, _SESSION_ATTRIBUTE, None)
+    existing: LineageEmitter | None = getattr(spark, _SESSION_ATTRIBUTE, None)
     if existing is not None:
         return existing
     from pyspark.java_gateway import ensure_callback_server_started

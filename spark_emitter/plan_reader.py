@@ -173,9 +173,9 @@ def _write(root: Any, root_node: Node, context: CatalogContext) -> tuple[Any, Wr
         table = _option(root.catalogTable())
         dataset = path_dataset(str(root.outputPath().toString()))
         symlink = _table_names(table, context)[1] if table is not None else None
-        names = [str(n) for n in _seq(root.outputColumnNames())]
+        names: list[str] | None = [str(n) for n in _seq(root.outputColumnNames())]
         partitions = [str(a.name()) for a in _seq(root.partitionColumns())]
-        source = str(root.fileFormat().toString()).lower()
+        source: str | None = str(root.fileFormat().toString()).lower()
         return root.query(), WriteFacts(dataset, symlink, lifecycle, source, names, partitions)
     if kind in _TABLE_WRITES:
         table = getattr(root, _TABLE_WRITES[kind])()

@@ -26,12 +26,19 @@ SPEC_DIR = Path(
 )
 # Where proxies started by tests archive events unless a test names its own directory.
 ARCHIVE_ROOT = Path(tempfile.mkdtemp(prefix="lineage-proxy-test-archive-"))
+# Each proxy a test starts spools (Kafka outage) into a directory of its own under this.
+SPOOL_ROOT = Path(tempfile.mkdtemp(prefix="lineage-proxy-test-spool-"))
+
+
+def fresh_spool_directory() -> Path:
+    return Path(tempfile.mkdtemp(dir=SPOOL_ROOT))
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _remove_test_archive() -> Iterator[None]:
     yield
     shutil.rmtree(ARCHIVE_ROOT, ignore_errors=True)
+    shutil.rmtree(SPOOL_ROOT, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -53,6 +60,7 @@ def proxy_config(bootstrap: str, topic: str, **sections: dict[str, Any]) -> Prox
     data = base.model_dump()
     data["kafka"].update(bootstrap_servers=bootstrap, topic=topic)
     data["routing"]["archive_root"] = ARCHIVE_ROOT
+    data["kafka"]["spool"]["directory"] = fresh_spool_directory()
     for section, values in sections.items():
         data.setdefault(section, {}).update(values)
     return ProxyConfig.model_validate(data)
@@ -64,12 +72,13 @@ ProxyFactory = Callable[..., Any]
 @pytest.fixture
 def start_proxy(broker: EmbeddedBroker, topic: str) -> ProxyFactory:
     """``async with start_proxy(**sections) as url:`` — a real proxy on a loopback port,
-    served exactly as ``lineage-proxy serve`` serves it."""
+    served exactly as ``lineage-proxy serve`` serves it (``bootstrap=`` points it at
+    another broker than the session's)."""
 
     @asynccontextmanager
-    async def start(**sections: dict[str, Any]) -> AsyncIterator[str]:
+    async def start(bootstrap: str | None = None, **sections: dict[str, Any]) -> AsyncIterator[str]:
         sections["server"] = {"host": "127.0.0.1", "port": 0, **sections.get("server", {})}
-        config = proxy_config(broker.bootstrap_servers, topic, **sections)
+        config = proxy_config(bootstrap or broker.bootstrap_servers, topic, **sections)
         async with serving(create_app(config)) as port:
             yield f"http://127.0.0.1:{port}"
 

@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
@@ -143,11 +144,14 @@ def _next_record(consumer: Consumer) -> Record | None:
         if error.code() == KafkaError._PARTITION_EOF:
             return None
         raise KafkaException(error)
-    key = msg.key()
+    key, partition, offset, value = msg.key(), msg.partition(), msg.offset(), msg.value()
+    # The stub's types also cover a message being produced; a consumed one has its place,
+    # and the test topics hold no tombstones or null headers.
+    assert partition is not None and offset is not None and value is not None
     return Record(
-        msg.partition(),
-        msg.offset(),
+        partition,
+        offset,
         key.decode() if key is not None else None,
-        msg.value(),
-        dict(msg.headers() or []),
+        value,
+        dict(cast("list[tuple[str, bytes]]", msg.headers() or [])),
     )

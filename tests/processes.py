@@ -15,7 +15,7 @@ from pathlib import Path
 import requests
 
 from proxy.embedded_broker import free_port
-from tests.conftest import ARCHIVE_ROOT, REPO
+from tests.conftest import ARCHIVE_ROOT, REPO, fresh_spool_directory
 
 __all__ = ["ServeProcess", "serve_process", "wait_until_ready"]
 
@@ -29,10 +29,13 @@ class ServeProcess(subprocess.Popen):
         return self.log_path.read_text(errors="replace")
 
 
-def wait_until_ready(url: str, process: ServeProcess, timeout: float = 30) -> None:
+def wait_until_ready(url: str, process: subprocess.Popen[str], timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        assert process.poll() is None, process.log()
+        # A plain Popen (a test's own command line) has no log file: its exit code then.
+        assert process.poll() is None, (
+            process.log() if isinstance(process, ServeProcess) else process.returncode
+        )
         try:
             if requests.get(f"{url}/readyz", timeout=1).status_code == 200:
                 return
@@ -54,6 +57,7 @@ def serve_process(
         "LINEAGE_PROXY__SERVER__PORT": str(port),
         "LINEAGE_PROXY__KAFKA__BOOTSTRAP_SERVERS": broker_address,
         "LINEAGE_PROXY__ROUTING__ARCHIVE_ROOT": str(ARCHIVE_ROOT),
+        "LINEAGE_PROXY__KAFKA__SPOOL__DIRECTORY": str(fresh_spool_directory()),
         "LINEAGE_PROXY__CONSUMERS__ARCHIVE__TARGET__DIRECTORY": str(ARCHIVE_ROOT / "consumed"),
         **{f"LINEAGE_PROXY__{key.upper()}": value for key, value in settings.items()},
     }

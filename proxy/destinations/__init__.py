@@ -5,6 +5,6 @@ holds the event (for Kafka: the delivery report with acks=all came back) and rai
 :class:`DeliveryError` otherwise. The HTTP handler awaits it before answering 2xx.
 """
 
-from proxy.destinations.base import DeliveryError, Destination
+from proxy.destinations.base import DeliveryError, Destination, TooLarge, payload_limit
 
-__all__ = ["DeliveryError", "Destination"]
+__all__ = ["DeliveryError", "Destination", "TooLarge", "payload_limit"]

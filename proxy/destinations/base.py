@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["DeliveryError", "Destination"]
+__all__ = ["DeliveryError", "Destination", "TooLarge", "payload_limit"]
 
 
 class DeliveryError(Exception):
@@ -26,6 +26,27 @@ class DeliveryError(Exception):
         self.retry_after = retry_after
 
 
+class TooLarge(DeliveryError):
+    """The event is larger than a durable destination takes; found before any write."""
+
+    def __init__(self, destination: str, size: int, limit: int) -> None:
+        super().__init__(
+            destination,
+            f"the event is {size} bytes, this destination takes {limit}",
+            retriable=False,
+        )
+        self.size = size
+        self.limit = limit
+
+
+def payload_limit(destination: Destination) -> int | None:
+    """Largest payload ``destination`` takes, when it has a limit (Kafka's message size).
+
+    An optional attribute rather than part of the protocol: most kinds have no limit."""
+    limit = getattr(destination, "max_payload_bytes", None)
+    return limit if isinstance(limit, int) else None
+
+
 @runtime_checkable
 class Destination(Protocol):
     """A place events are delivered to, with a lifetime (start → deliver* → close)."""
@@ -36,8 +57,9 @@ class Destination(Protocol):
 
     async def start(self) -> None: ...
 
-    async def deliver(self, event: dict[str, Any], payload: bytes) -> None:
-        """Return once the destination holds ``payload`` (the serialized ``event``)."""
+    async def deliver(self, event: dict[str, Any], payload: bytes) -> bool | None:
+        """Return once the destination holds ``payload`` (the serialized ``event``);
+        True when it holds it in a local spool on its way (Kafka during an outage)."""
 
     async def ready(self) -> bool:
         """Whether the destination can take events right now (for /readyz)."""

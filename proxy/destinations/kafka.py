@@ -8,22 +8,29 @@ and concurrent requests share the producer's batches (``linger.ms``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections import Counter, deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 from proxy.destinations.base import DeliveryError
+from proxy.destinations.spool import SpoolFull
 from proxy.openlineage import event_key, event_kind, subject_name
 from proxy.openlineage.repaired import RepairedEvent
 
+if TYPE_CHECKING:
+    from proxy.destinations.kafka_spool import KafkaSpool
+
 __all__ = [
+    "RECORD_RESERVE_BYTES",
     "KafkaDestination",
     "KafkaProducer",
     "event_headers",
@@ -90,34 +97,135 @@ def event_headers(event: dict[str, Any]) -> list[tuple[str, bytes]]:
 
 
 class KafkaProducer:
-    """An asyncio face on one librdkafka producer; shared by every Kafka destination."""
+    """An asyncio face on a librdkafka producer; shared by every Kafka destination.
+
+    librdkafka can put an idempotent producer into a fatal state it never leaves (a broker
+    paused or replaced forgets the producer id: ``UNKNOWN_PRODUCER_ID``, fenced epochs).
+    So the librdkafka producer is never trusted forever: when it reports a fatal error,
+    the poll thread builds a new one, purges the old one and fails whatever it still held
+    as retriable, so those clients hear 503 and resend. One producer instance is one
+    *generation*; deliveries remember theirs.
+    """
 
     def __init__(self, settings: dict[str, Any]) -> None:
         self.settings = settings
-        self._producer: Producer | None = None
+        self._current: _Generation | None = None
+        self._generations = 0
         self._poller: threading.Thread | None = None
         self._stopping = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._next_replacement = 0.0
+        # A producer whose messages only time out for this long, although the broker may
+        # well be back, is replaced too: some idempotence states never recover by
+        # themselves. When the broker really is down the new one fails the same way.
+        delivery_timeout = float(settings.get("delivery.timeout.ms", 4000)) / 1e3
+        self._stall_seconds = max(10.0, 3 * delivery_timeout)
         # Delivery reports collected during one poll(), handed to the loop in one wake-up:
         # one call_soon_threadsafe per message would wake the loop thousands of times/s.
-        self._reports: deque[tuple[asyncio.Future[Message], KafkaError | None, Message]] = deque()
+        self._reports: deque[_Report] = deque()
+        # Set by librdkafka's error callback when no broker answers; cleared by a delivery.
+        self.brokers_down = False
+        self.last_delivered = time.monotonic()
+        self.last_timed_out = 0.0
 
     def start(self) -> None:
-        self._producer = Producer(self.settings, logger=logging.getLogger("librdkafka"))
+        self._current = self._new_generation()
         self._poller = threading.Thread(target=self._poll_loop, name="kafka-poll", daemon=True)
         self._poller.start()
 
+    def _new_generation(self) -> _Generation:
+        self._generations += 1
+        generation = _Generation(self._generations)
+        generation.producer = Producer(
+            {**self.settings, "error_cb": functools.partial(self._on_error, generation)},
+            logger=logging.getLogger("librdkafka"),
+        )
+        return generation
+
+    @property
+    def healthy(self) -> bool:
+        """False while the poll thread is dead or the producer is fatally broken."""
+        current = self._current
+        alive = self._poller is not None and self._poller.is_alive()
+        return alive and current is not None and current.fatal is None
+
+    @property
+    def delivering(self) -> bool:
+        """False while the broker is known not to confirm: no broker answers, the
+        producer is being replaced, or the latest outcome was a timeout. Any confirmed
+        delivery (a spool drainer's too) makes it True again."""
+        return self.healthy and not self.brokers_down and self.last_timed_out <= self.last_delivered
+
     def _poll_loop(self) -> None:
-        assert self._producer is not None
         while not self._stopping.is_set():
-            self._producer.poll(0.05)
+            current = self._current
+            assert current is not None and current.producer is not None
+            try:
+                current.producer.poll(0.05)
+            except Exception:
+                # A raising callback must not end delivery reports for everyone.
+                log.exception("Kafka poll raised; polling goes on")
+                time.sleep(0.05)
             self._hand_over_reports()
+            now = time.monotonic()
+            if current.fatal is None and current.stalled(now, self._stall_seconds):
+                current.fatal = _STALLED
+            if current.fatal is not None and now >= self._next_replacement:
+                self._replace(current)
+
+    def _on_error(self, generation: _Generation, err: KafkaError) -> None:
+        # Runs inside poll() on the poll thread.
+        if _breaks_producer(err):
+            generation.fatal = generation.fatal or err
+        elif err.code() == KafkaError._ALL_BROKERS_DOWN:
+            self.brokers_down = True
+            log.warning("Kafka producer %d: %s", generation.number, err.str())
+        # Other errors (a connection refused…) librdkafka has already logged itself.
 
     def _on_delivery(
-        self, done: asyncio.Future[Message], err: KafkaError | None, msg: Message
+        self,
+        generation: _Generation,
+        done: asyncio.Future[Message],
+        err: KafkaError | None,
+        msg: Message,
     ) -> None:
         # Runs inside poll()/flush() on a librdkafka-serving thread: only queue the outcome.
-        self._reports.append((done, err, msg))
+        if err is None:
+            self.brokers_down = False
+            generation.last_delivered = self.last_delivered = time.monotonic()
+        elif err.code() == KafkaError._MSG_TIMED_OUT:
+            generation.last_timed_out = self.last_timed_out = time.monotonic()
+        elif _breaks_producer(err):
+            generation.fatal = generation.fatal or err
+        self._reports.append((generation, done, err, msg))
+
+    def _replace(self, old: _Generation) -> None:
+        """Swap in a new librdkafka producer; fail what the old one held as retriable."""
+        # At most one replacement a second, should a broker keep fencing new producers.
+        self._next_replacement = time.monotonic() + 1.0
+        log.error(
+            "Kafka producer %d cannot deliver any more (%s); replacing it, its %d "
+            "undelivered events fail as retriable (spooled, or 503 without a spool)",
+            old.number,
+            old.fatal.str() if old.fatal else "?",
+            len(old.pending),
+        )
+        try:
+            self._current = self._new_generation()
+        except KafkaException:
+            log.exception("could not create a new Kafka producer; trying again")
+            return
+        assert old.producer is not None
+        try:
+            old.producer.purge(in_queue=True, in_flight=True, blocking=False)
+            old.producer.poll(0)  # serves the purged messages' reports
+        except Exception:
+            log.exception("purging the broken Kafka producer failed")
+        self._hand_over_reports()
+        if self._loop is not None:
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(_fail_pending, old)
+        old.producer = None  # destroyed here, off the event loop
 
     def _hand_over_reports(self) -> None:
         if not self._reports or self._loop is None:
@@ -135,20 +243,30 @@ class KafkaProducer:
         topic: str,
         value: bytes,
         key: str | None,
-        headers: list[tuple[str, bytes]] | None = None,
+        headers: Sequence[tuple[str, bytes | None]] | None = None,
+        wait_seconds: float | None = None,
     ) -> Message:
-        """Resolve with the delivered message (partition, offset), or raise KafkaException."""
-        if self._producer is None:
+        """Resolve with the delivered message (partition, offset), or raise KafkaException
+        — also when ``wait_seconds`` pass first (the message stays queued and may still be
+        delivered)."""
+        if self._current is None:
             raise RuntimeError("producer not started")
         loop = self._loop = self._loop or asyncio.get_running_loop()
         done: asyncio.Future[Message] = loop.create_future()
-        on_delivery = functools.partial(self._on_delivery, done)
 
         deadline: float | None = None
         while True:
+            generation = self._current
+            if generation.fatal is not None or generation.producer is None:
+                raise KafkaException(_REPLACING)
             try:
-                self._producer.produce(
-                    topic, value=value, key=key, headers=headers, on_delivery=on_delivery
+                generation.producer.produce(
+                    topic,
+                    value=value,
+                    key=key,
+                    # A copy: librdkafka's list type (str values too) cannot take ours as is.
+                    headers=list(headers) if headers is not None else None,
+                    on_delivery=functools.partial(self._on_delivery, generation, done),
                 )
                 break
             except BufferError:
@@ -160,17 +278,51 @@ class KafkaProducer:
                         KafkaError(KafkaError._QUEUE_FULL, "local producer queue full")
                     ) from None
                 await asyncio.sleep(0.005)
-        return await done
+            except KafkaException as exc:
+                err: KafkaError = exc.args[0]
+                if _breaks_producer(err):
+                    generation.fatal = generation.fatal or err
+                    raise KafkaException(_REPLACING) from exc
+                raise
+        generation.pending.add(done)
+        if wait_seconds is None:
+            return await done
+        try:
+            return await asyncio.wait_for(done, wait_seconds)
+        except TimeoutError:
+            raise KafkaException(
+                KafkaError(KafkaError._TIMED_OUT, f"not confirmed within {wait_seconds} s")
+            ) from None
 
     def cluster_reachable(self, timeout: float) -> bool:
         """Blocking metadata request; call from a thread."""
-        if self._producer is None:
+        current = self._current
+        if current is None or current.producer is None or not self.healthy:
             return False
         try:
-            self._producer.list_topics(timeout=timeout)
+            current.producer.list_topics(timeout=timeout)
         except KafkaException:
             return False
         return True
+
+    def message_limit(self, topic: str, ask_broker: bool = True, timeout: float = 3.0) -> int:
+        """Largest message (bytes, key and headers included) ``topic`` takes: the smaller
+        of the producer's ``message.max.bytes`` and the topic's ``max.message.bytes`` as
+        the broker reports it (the broker's default when the topic sets none). Blocking."""
+        limit = int(self.settings.get("message.max.bytes", _LIBRDKAFKA_MESSAGE_MAX_BYTES))
+        if not ask_broker:
+            return limit
+        admin = AdminClient(self.settings)
+        resource = ConfigResource(ResourceType.TOPIC, topic)
+        try:
+            configs = admin.describe_configs([resource], request_timeout=timeout)[resource]
+            entry = configs.result(timeout=timeout).get("max.message.bytes")
+        except Exception as exc:
+            log.info("topic %s: broker did not say its max.message.bytes (%s)", topic, exc)
+            entry = None
+        if entry is not None and entry.value is not None:
+            limit = min(limit, int(entry.value))
+        return limit
 
     def ensure_topics(self, topics: Mapping[str, tuple[int, int]], timeout: float = 10.0) -> None:
         """Create missing topics (name → (partitions, replication)); blocking, call at start."""
@@ -184,24 +336,77 @@ class KafkaProducer:
                 if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                     raise
 
+    def queued(self) -> int:
+        """Messages the producer holds that the broker has not confirmed yet."""
+        current = self._current
+        return len(current.producer) if current is not None and current.producer else 0
+
     def flush(self, timeout: float) -> int:
         """Blocking: wait for outstanding deliveries; returns how many are still queued."""
-        if self._producer is None:
+        current = self._current
+        if current is None or current.producer is None:
             return 0
-        return int(self._producer.flush(timeout))
+        return int(current.producer.flush(timeout))
 
     def stop(self) -> None:
         self._stopping.set()
         if self._poller is not None:
             self._poller.join(timeout=5)
         self._hand_over_reports()  # reports served by a final flush()
-        self._producer = None
+        self._current = None
 
 
-def _settle_all(
-    reports: list[tuple[asyncio.Future[Message], KafkaError | None, Message]],
-) -> None:
-    for done, err, msg in reports:
+_Report = tuple["_Generation", "asyncio.Future[Message]", "KafkaError | None", "Message"]
+_REPLACING = KafkaError(
+    KafkaError._FATAL, "Kafka producer is being replaced after a fatal error", retriable=True
+)
+_STALLED = KafkaError(KafkaError._TIMED_OUT, "no delivery confirmed for a long while")
+# librdkafka's default message.max.bytes (also Apache Kafka's default limit, about 1 MB).
+_LIBRDKAFKA_MESSAGE_MAX_BYTES = 1_000_000
+# Of a message's size limit, what is kept for the key, the headers and the record framing.
+RECORD_RESERVE_BYTES = 4096
+
+
+# Errors about the producer's identity rather than one message: every later message of
+# this producer instance fails the same way, so the instance is replaced. librdkafka
+# flags some as fatal; a broker that lost its producer state (restarted, replaced,
+# paused past its timeouts) may answer others per message without that flag.
+_PRODUCER_STATE_ERRORS = frozenset(
+    {
+        KafkaError._FATAL,
+        KafkaError.PRODUCER_FENCED,
+        KafkaError.UNKNOWN_PRODUCER_ID,
+        KafkaError.INVALID_PRODUCER_EPOCH,
+        KafkaError.INVALID_PRODUCER_ID_MAPPING,
+        KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER,
+    }
+)
+
+
+def _breaks_producer(err: KafkaError) -> bool:
+    return bool(err.fatal()) or err.code() in _PRODUCER_STATE_ERRORS
+
+
+@dataclass(eq=False, slots=True)
+class _Generation:
+    """One librdkafka producer instance and the deliveries it still owes."""
+
+    number: int
+    producer: Producer | None = None
+    fatal: KafkaError | None = None
+    # Futures of messages handed to this producer and not settled yet (event loop only).
+    pending: set[asyncio.Future[Message]] = field(default_factory=set)
+    last_delivered: float = field(default_factory=time.monotonic)
+    last_timed_out: float = 0.0
+
+    def stalled(self, now: float, seconds: float) -> bool:
+        """Messages keep timing out and none was delivered for ``seconds``."""
+        return self.last_timed_out > self.last_delivered and now - self.last_delivered > seconds
+
+
+def _settle_all(reports: list[_Report]) -> None:
+    for generation, done, err, msg in reports:
+        generation.pending.discard(done)
         if done.done():
             continue
         if err is not None:
@@ -210,8 +415,22 @@ def _settle_all(
             done.set_result(msg)
 
 
+def _fail_pending(generation: _Generation) -> None:
+    """Fail, as retriable, deliveries a replaced producer never reported."""
+    for done in generation.pending:
+        if not done.done():
+            done.set_exception(KafkaException(_REPLACING))
+    generation.pending.clear()
+
+
 class KafkaDestination:
-    """Deliver events to one topic with a message key computed from the event."""
+    """Deliver events to one topic with a message key computed from the event.
+
+    With a spool, an event the broker cannot confirm in time (or while it is known to be
+    down) is appended to the spool instead and the delivery counts as done once fsynced;
+    so are later events with the same key until the spool has drained them, so that
+    Kafka receives each key's events in the order they were accepted.
+    """
 
     durable = True
 
@@ -223,28 +442,107 @@ class KafkaDestination:
         *,
         key_for: Callable[[dict[str, Any]], str | None] = event_key,
         extra_headers: Mapping[str, str] | None = None,
+        spool: KafkaSpool | None = None,
+        spool_after_seconds: float | None = None,
     ) -> None:
         self.name = name
         self.topic = topic
         self._producer = producer
         self._key_for = key_for
         self._extra_headers = [(k, v.encode()) for k, v in (extra_headers or {}).items()]
+        self._spool = spool
+        # With a spool, how long a direct send may wait for the broker before the event is
+        # spooled instead: below the ~5 s after which clients give up and resend.
+        self._spool_after = spool_after_seconds if spool is not None else None
+        # Per key: the latest direct send still waiting for the broker, and how many
+        # events are on their way into the spool — a later event of that key must not
+        # overtake either.
+        self._direct: dict[str | None, asyncio.Future[None]] = {}
+        self._to_spool: Counter[str | None] = Counter()
+        # Largest payload the topic takes; known before anything is written anywhere so
+        # that an oversized event is refused (413) rather than half stored.
+        self.max_payload_bytes: int | None = None
 
     async def start(self) -> None:
-        """The shared producer's lifetime is owned by whoever created it."""
+        """Learn the topic's message size limit; the shared producer's lifetime is owned
+        by whoever created it."""
+        producer = self._producer
+        # A broker that is down cannot say: then the producer's own limit holds.
+        ask = await asyncio.to_thread(producer.cluster_reachable, 1.0)
+        limit = await asyncio.to_thread(producer.message_limit, self.topic, ask)
+        self.max_payload_bytes = limit - RECORD_RESERVE_BYTES
 
-    async def deliver(self, event: dict[str, Any], payload: bytes) -> None:
+    async def deliver(self, event: dict[str, Any], payload: bytes) -> bool:
+        """Return True when the event went to the spool rather than straight to Kafka."""
         headers = event_headers(event) + self._extra_headers
+        key = self._key_for(event)
+        if self._spool is not None and self._must_spool(key):
+            await self._store(key, headers, payload, after=self._direct.get(key))
+            return True
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._direct[key] = done
         try:
-            await self._producer.produce(self.topic, payload, self._key_for(event), headers)
+            await self._producer.produce(
+                self.topic, payload, key, headers, wait_seconds=self._spool_after
+            )
+            return False
         except KafkaException as exc:
             err: KafkaError = exc.args[0]
             # Everything but a message the broker will never take is worth retrying.
             permanent = err.code() in (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_MSG_SIZE)
-            raise DeliveryError(self.name, err.str(), retriable=not permanent) from exc
+            if permanent or self._spool is None:
+                raise DeliveryError(self.name, err.str(), retriable=not permanent) from exc
+            await self._store(key, headers, payload, after=None)
+            return True
+        finally:
+            done.set_result(None)
+            if self._direct.get(key) is done:
+                del self._direct[key]
+
+    def _must_spool(self, key: str | None) -> bool:
+        assert self._spool is not None
+        return (
+            not self._producer.delivering
+            or self._to_spool[key] > 0
+            or self._spool.holds(self.topic, key)
+        )
+
+    async def _store(
+        self,
+        key: str | None,
+        headers: list[tuple[str, bytes]],
+        payload: bytes,
+        after: asyncio.Future[None] | None,
+    ) -> None:
+        assert self._spool is not None
+        self._to_spool[key] += 1
+        try:
+            if after is not None:
+                # An earlier direct send of this key may still land in the spool first.
+                await asyncio.wait([after])
+            await self._spool.store(self.topic, key, headers, payload)
+        except SpoolFull as exc:
+            raise DeliveryError(
+                self.name, f"Kafka did not confirm and {exc}", retriable=True
+            ) from exc
+        except OSError as exc:
+            raise DeliveryError(
+                self.name, f"Kafka did not confirm and the spool failed: {exc}", retriable=True
+            ) from exc
+        finally:
+            self._to_spool[key] -= 1
+            if self._to_spool[key] <= 0:
+                del self._to_spool[key]
 
     async def ready(self) -> bool:
-        return await asyncio.to_thread(self._producer.cluster_reachable, 2.0)
+        """Ready when the broker answers, or while the spool takes events for it."""
+        if await asyncio.to_thread(self._producer.cluster_reachable, 2.0):
+            return True
+        return self._spool is not None and self._spool.accepting
+
+    def readiness(self) -> dict[str, Any] | None:
+        """What /readyz adds to its body for this destination: the spool's state."""
+        return None if self._spool is None else self._spool.status()
 
     async def close(self) -> None:
         """Nothing of its own to close: the shared producer is flushed by its owner."""

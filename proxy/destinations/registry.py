@@ -11,7 +11,9 @@ archive directories are placed under the configured archive root.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -29,7 +31,9 @@ from proxy.destinations.kafka import (
     refuse_weaker_durability,
 )
 from proxy.destinations.kafka_keys import key_function
+from proxy.destinations.kafka_spool import KafkaSpool, spool_directory
 from proxy.destinations.retry import CircuitBreaker
+from proxy.destinations.spool import Spool
 
 __all__ = [
     "ArchiveDestinationConfig",
@@ -42,6 +46,9 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+# How long shutdown waits for Kafka to confirm what a spool drainer had sent.
+_SPOOLED_FLUSH_SECONDS = 2.0
 
 
 class _Config(BaseModel):
@@ -101,6 +108,10 @@ class DestinationResources:
         self.archive_root = archive_root
         self._producers: dict[tuple[tuple[str, Any], ...], KafkaProducer] = {}
         self._ensured: set[str] = set()
+        # Topics to create (name → partitions, replication) once a broker answers.
+        self._wanted: dict[str, tuple[int, int]] = {}
+        # One spool per cluster (bootstrap servers), shared by its producers' destinations.
+        self._spools: dict[str, KafkaSpool] = {}
 
     def producer(self, overrides: Mapping[str, Any]) -> KafkaProducer:
         settings = producer_settings(
@@ -117,23 +128,71 @@ class DestinationResources:
     def producers(self) -> list[KafkaProducer]:
         return list(self._producers.values())
 
+    @property
+    def spools(self) -> list[KafkaSpool]:
+        return list(self._spools.values())
+
+    async def spool_for(self, producer: KafkaProducer) -> KafkaSpool | None:
+        """The started spool for ``producer``'s cluster, or None when spooling is off."""
+        config = self.kafka.spool
+        if not config.enabled:
+            return None
+        servers = producer.settings["bootstrap.servers"]
+        if servers not in self._spools:
+            directory = spool_directory(config.directory, servers)
+            spool = KafkaSpool(
+                Spool(directory, config.max_bytes, config.segment_bytes),
+                producer,
+                before_send=functools.partial(self._create_wanted, producer),
+            )
+            await spool.start()
+            self._spools[servers] = spool
+        return self._spools[servers]
+
     async def ensure_topic(self, producer: KafkaProducer, topic: str, config: Any) -> None:
         """Create ``topic`` once per process if config.yaml allows; a failure only warns
-        (the broker may come later; /readyz says so meanwhile)."""
-        if not self.kafka.create_topics or topic in self._ensured:
+        (the broker may come later: the spool drainer tries again before it sends)."""
+        if not self.kafka.create_topics:
             return
         partitions = config.partitions or self.kafka.topic_partitions
         replication = config.replication_factor or self.kafka.topic_replication_factor
+        self._wanted[topic] = (partitions, replication)
+        await self._create_wanted(producer, topic)
+
+    async def _create_wanted(self, producer: KafkaProducer, topic: str) -> None:
+        if topic in self._ensured or topic not in self._wanted:
+            return
         try:
-            await asyncio.to_thread(producer.ensure_topics, {topic: (partitions, replication)})
+            await asyncio.to_thread(producer.ensure_topics, {topic: self._wanted[topic]}, 3.0)
             self._ensured.add(topic)
         except Exception as exc:
             log.warning("could not ensure topic %s: %s", topic, exc)
 
     async def close(self, flush_seconds: float) -> None:
+        """Flush every producer within ``flush_seconds`` in all, then stop them."""
+        deadline = time.monotonic() + flush_seconds
+        spooled = set(self._spools)
+        for spool in self._spools.values():
+            await spool.close()
+        self._spools.clear()
         for producer in self._producers.values():
-            left = await asyncio.to_thread(producer.flush, flush_seconds)
-            if left:
+            servers = producer.settings["bootstrap.servers"]
+            wait = max(0.0, deadline - time.monotonic())
+            if servers in spooled:
+                # Every client was answered before this point, so what the producer still
+                # holds is the drainer's: already in the spool, sent again at next start.
+                wait = min(wait, _SPOOLED_FLUSH_SECONDS)
+            queued = producer.queued()
+            if queued:
+                log.info(
+                    "shutdown: waiting up to %.1f s for the Kafka broker (%s) to confirm "
+                    "%d queued events",
+                    wait,
+                    servers,
+                    queued,
+                )
+            left = await asyncio.to_thread(producer.flush, wait)
+            if left and servers not in spooled:
                 log.error("%d Kafka deliveries still queued at shutdown", left)
             producer.stop()
         self._producers.clear()
@@ -146,7 +205,13 @@ async def _build_kafka(
     topic = config.topic or resources.kafka.topic
     await resources.ensure_topic(producer, topic, config)
     return KafkaDestination(
-        name, producer, topic, key_for=key_function(config.key), extra_headers=config.headers
+        name,
+        producer,
+        topic,
+        key_for=key_function(config.key),
+        extra_headers=config.headers,
+        spool=await resources.spool_for(producer),
+        spool_after_seconds=resources.kafka.spool.after_seconds,
     )
 
 

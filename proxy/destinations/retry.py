@@ -93,7 +93,7 @@ def backoff_seconds(
     attempt: int, config: RetryConfig, draw: Callable[[], float] = random.random
 ) -> float:
     """Wait before retry number ``attempt`` (1-based): full jitter over the exponential cap."""
-    cap = min(config.max_backoff_seconds, config.initial_backoff_seconds * 2 ** (attempt - 1))
+    cap = min(config.max_backoff_seconds, config.initial_backoff_seconds * 2.0 ** (attempt - 1))
     return draw() * cap
 
 
@@ -294,6 +294,7 @@ class RetryingDestination:
         self, events: Sequence[dict[str, Any]], payloads: Sequence[bytes]
     ) -> None:
         """Retry a whole batch; only for inner destinations that take batches."""
+        # The Destination protocol has no batches; only batch-capable kinds (HTTP) get here.
         deliver_batch = self.inner.deliver_batch  # type: ignore[attr-defined]
         await deliver_with_retries(
             lambda: deliver_batch(events, payloads),

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from proxy.validation.formats import PATTERN_MESSAGES
 
@@ -64,7 +65,7 @@ _TYPE_MESSAGES = {
 }
 
 
-def _message(error: dict) -> str:  # type: ignore[type-arg]
+def _message(error: ErrorDetails) -> str:
     kind = error["type"]
     ctx = error.get("ctx") or {}
     if kind in _TYPE_MESSAGES:

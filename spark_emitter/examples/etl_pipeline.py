@@ -195,7 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = run_pipeline(spark, args.workdir)
     finally:
         spark.stop()
-    summary = {"outputs": result.outputs, "failed_steps": result.failed}
+    summary: dict[str, Any] = {"outputs": result.outputs, "failed_steps": result.failed}
     if emitter is not None:
         summary["lineage"] = {
             "application_run_id": emitter.app_run_id,

@@ -45,6 +45,12 @@ class LoadResult:
         times = [t for t, s in self.answers if t >= moment and isinstance(s, int) and s < 300]
         return min(times) if times else None
 
+    def acknowledged_at(self) -> list[tuple[float, str]]:
+        """(monotonic answer time, runId) of every 2xx: ``answers`` and ``acknowledged``
+        are appended together, in the same order."""
+        times = [t for t, s in self.answers if isinstance(s, int) and 200 <= s < 300]
+        return list(zip(times, self.acknowledged, strict=True))
+
 
 async def post_events(
     url: str,

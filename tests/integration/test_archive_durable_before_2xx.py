@@ -48,12 +48,13 @@ async def test_each_2xx_line_is_readable_by_another_process_right_away(start_pro
     reader = await asyncio.create_subprocess_exec(
         sys.executable, "-c", READER, str(archive), stdin=PIPE, stdout=PIPE
     )
-    assert reader.stdin is not None and reader.stdout is not None
+    stdin, stdout = reader.stdin, reader.stdout
+    assert stdin is not None and stdout is not None
 
     async def found(run_id: str) -> bool:
-        reader.stdin.write(run_id.encode() + b"\n")
-        await reader.stdin.drain()
-        return (await reader.stdout.readline()).strip() == b"1"
+        stdin.write(run_id.encode() + b"\n")
+        await stdin.drain()
+        return (await stdout.readline()).strip() == b"1"
 
     missing = []
     try:
@@ -66,6 +67,6 @@ async def test_each_2xx_line_is_readable_by_another_process_right_away(start_pro
                 if not await found(event["run"]["runId"]):
                     missing.append(event["run"]["runId"])
     finally:
-        reader.stdin.close()
+        stdin.close()
         await asyncio.wait_for(reader.wait(), 10)
     assert missing == []

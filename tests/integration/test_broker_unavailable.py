@@ -15,11 +15,15 @@ from tests.sample_events import run_event
 pytestmark = pytest.mark.integration
 
 
-async def test_broker_down_returns_503_with_retry_after_and_unready():
+async def test_broker_down_without_spool_returns_503_with_retry_after_and_unready():
     config = proxy_config(
         f"127.0.0.1:{free_port()}",
         "unreachable",
-        kafka={"create_topics": False, "producer": {"delivery.timeout.ms": 1000}},
+        kafka={
+            "create_topics": False,
+            "producer": {"delivery.timeout.ms": 1000},
+            "spool": {"enabled": False},
+        },
         server={"retry_after_seconds": 7, "port": 0},
     )
     async with serving(create_app(config)) as port, ClientSession() as session:

@@ -36,7 +36,7 @@ VALIDATOR = EventValidator(strict=True)
 def _held_until(release: Path, column: str) -> Column:
     """``column``, returned only once ``release`` exists (at most two minutes)."""
 
-    def hold(value):  # type: ignore[no-untyped-def]  # hints would make Spark guess a pandas UDF
+    def hold(value):  # no hints: with them Spark would guess a pandas UDF
         import os
         import time
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -25,6 +26,7 @@ import yaml
 
 from consumers.metrics import ConsumerMetrics
 from proxy.config import load_config
+from proxy.destinations.kafka_spool import SpoolMetrics
 from proxy.metrics import ProxyMetrics
 from routing_rules.stats import RoutingStats
 from tests.config_paths import CONFIG_INPUTS, used_paths
@@ -35,10 +37,6 @@ CHART = DEPLOY / "helm" / "lineage-proxy"
 TEMPLATES = CHART / "templates"
 DASHBOARD = DEPLOY / "grafana" / "lineage-proxy-dashboard.json"
 ALERTS = DEPLOY / "prometheus" / "lineage-proxy-alerts.yaml"
-
-# Metrics the dashboard and alerts use before the code exports them: the spool gauges
-# come with the Kafka spool work (being merged). Remove each name once it is exported.
-EXPECTED_FROM_SPOOL_WORK = {"lineage_proxy_spool_events", "lineage_proxy_spool_bytes"}
 
 _SERIES_SUFFIXES = {
     "counter": ("_total", "_created"),
@@ -52,6 +50,7 @@ def exported_series() -> set[str]:
     """Every series name /metrics of the proxy or of a consumer daemon can show."""
     proxy = ProxyMetrics()
     proxy.registry.register(RoutingStats())  # as proxy/app.py does at start
+    proxy.registry.register(SpoolMetrics(list))
     names = set()
     for registry in (proxy.registry, ConsumerMetrics("any").registry):
         for family in registry.collect():
@@ -73,17 +72,12 @@ def _dashboard_exprs() -> list[str]:
     return [t["expr"] for p in panels for t in p.get("targets", [])]
 
 
-def test_spool_allowlist_holds_only_names_not_exported_yet():
-    exported = exported_series()
-    assert "lineage_consumer_lag" in exported, "collecting the registries is broken"
-    assert not EXPECTED_FROM_SPOOL_WORK & exported, "exported now: remove from the allowlist"
-
-
 @pytest.mark.parametrize("source", ["alerts", "dashboard"])
 def test_alerts_and_dashboard_use_only_metrics_the_code_exports(source):
     exprs = [r["expr"] for r in _alert_rules()] if source == "alerts" else _dashboard_exprs()
     assert exprs
-    known = exported_series() | EXPECTED_FROM_SPOOL_WORK
+    known = exported_series()
+    assert "lineage_consumer_lag" in known, "collecting the registries is broken"
     for expr in exprs:
         names = _metric_names(expr)
         assert names, f"no lineage metric in {expr!r}"
@@ -124,7 +118,7 @@ def test_dashboard_panels_are_unique_placed_and_use_the_datasource_variable():
 _ACTION = re.compile(r"\{\{-?\s*(.*?)\s*-?\}\}")
 _REFERENCE = re.compile(r"^(\$consumer|\$?\.Values)((?:\.\w+)+)$")
 _BLOCK = re.compile(r'^(include "(?P<name>[^"]+)"|toYaml (?P<ref>\S+)) .*\| nindent (?P<n>\d+)$')
-_PIPES = {"quote": json.dumps, "upper": str.upper}
+_PIPES: dict[str, Callable[[str], str]] = {"quote": json.dumps, "upper": str.upper}
 
 
 def _values() -> dict[str, Any]:

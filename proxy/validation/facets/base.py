@@ -12,9 +12,8 @@ these models: the validator checks them once for every facet, known or custom.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from enum import StrEnum
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple
 
 from pydantic import ConfigDict, Discriminator, Tag, with_config
 
@@ -22,12 +21,10 @@ from proxy.validation.issues import TAG_MARK
 
 __all__ = ["Container", "SpecFacet", "forbid_extra", "spec_object", "tag", "type_discriminator"]
 
-_T = TypeVar("_T")
-
-spec_object: Callable[[_T], _T] = with_config(ConfigDict(strict=True, extra="ignore"))
+spec_object = with_config(ConfigDict(strict=True, extra="ignore"))
 """Decorator for every spec TypedDict: strict JSON types, extra properties allowed."""
 
-forbid_extra: Callable[[_T], _T] = with_config(ConfigDict(strict=True, extra="forbid"))
+forbid_extra = with_config(ConfigDict(strict=True, extra="forbid"))
 """For the few spec objects with ``additionalProperties: false``."""
 
 

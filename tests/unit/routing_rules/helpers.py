@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Callable
+from typing import Any
 
 from routing_rules.compiler import compile_rules
 from routing_rules.loader import load_rules_file
@@ -26,5 +27,5 @@ def ruleset(
     """``body`` is the rules and default part; destinations a, b, c are declared."""
     text = "version: 1\n" + DESTINATIONS + textwrap.dedent(body)
     rules = load_rules_file("rules.yaml", text)
-    kwargs = {"clock": clock} if clock is not None else {}
+    kwargs: dict[str, Any] = {"clock": clock} if clock is not None else {}
     return compile_rules(rules, lambda name: name, stats or RoutingStats(), **kwargs)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, FormatChecker
 
 from proxy.validation import EventValidator
 from proxy.validation.formats import is_date_time, is_uri
@@ -47,7 +47,7 @@ DATE_TIMES = [
 
 
 @pytest.fixture(scope="module")
-def checker() -> object:
+def checker() -> FormatChecker:
     checker = Draft202012Validator.FORMAT_CHECKER
     if not {"date-time", "uri"} <= set(checker.checkers):
         oracle_missing(
@@ -57,13 +57,13 @@ def checker() -> object:
 
 
 @pytest.mark.parametrize("value", URIS)
-def test_uri_check_agrees_with_reference(value: str, checker: object) -> None:
-    assert is_uri(value) == checker.conforms(value, "uri")  # type: ignore[attr-defined]
+def test_uri_check_agrees_with_reference(value: str, checker: FormatChecker) -> None:
+    assert is_uri(value) == checker.conforms(value, "uri")
 
 
 @pytest.mark.parametrize("value", DATE_TIMES)
-def test_date_time_check_agrees_with_reference(value: str, checker: object) -> None:
-    assert is_date_time(value) == checker.conforms(value, "date-time")  # type: ignore[attr-defined]
+def test_date_time_check_agrees_with_reference(value: str, checker: FormatChecker) -> None:
+    assert is_date_time(value) == checker.conforms(value, "date-time")
 
 
 def test_trailing_newline_is_not_part_of_a_uri_or_date_time() -> None:

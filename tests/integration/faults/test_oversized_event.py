@@ -1,0 +1,64 @@
+"""An event larger than Kafka takes is refused before any destination is written:
+one clear answer (413 with a pointer), no copy in Kafka nor in the archive."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import orjson
+import pytest
+from aiohttp import ClientSession
+
+from tests.faults.figures import report
+from tests.faults.load import kafka_run_ids
+from tests.sample_events import PRODUCER, run_event
+
+pytestmark = pytest.mark.integration
+
+
+def _event_of_about(size: int) -> dict:
+    event = run_event()
+    event["job"]["facets"]["blob"] = {
+        "_producer": PRODUCER,
+        "_schemaURL": "https://example.com/schemas/Blob.json#/$defs/Blob",
+        "data": "x" * size,
+    }
+    return event
+
+
+def _all_bytes_under(root: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file())
+
+
+async def test_event_over_the_kafka_message_limit_gets_413_and_is_stored_nowhere(
+    start_proxy, broker, topic, tmp_path: Path
+):
+    big = _event_of_about(1_500_000)  # under max_body_bytes (5 MiB), over Kafka's ~1 MB
+    small = run_event()
+    async with (
+        start_proxy(routing={"archive_root": tmp_path}) as url,
+        ClientSession() as session,
+    ):
+        single = await session.post(f"{url}/api/v1/lineage", data=orjson.dumps(big))
+        single_body = await single.json()
+        batch = await session.post(f"{url}/api/v1/lineage/batch", data=orjson.dumps([small, big]))
+        batch_body = await batch.json()
+    found = await asyncio.to_thread(kafka_run_ids, broker.bootstrap_servers, topic, expect=1)
+    archived_text = await asyncio.to_thread(_all_bytes_under, tmp_path)
+    report(
+        "oversized_event_refused_before_any_write",
+        sent=3,
+        statuses=[single.status, batch.status],
+        found_in_kafka=sorted(found),
+        archive_bytes=len(archived_text),
+    )
+    assert single.status == 413
+    assert single_body["details"][0]["pointer"] == ""
+    assert "takes" in single_body["details"][0]["message"]
+    assert batch.status == 200 and batch_body["status"] == "partial_success"
+    assert [f["status"] for f in batch_body["failed_events"]] == [413]
+    assert batch_body["failed_events"][0]["index"] == 1
+    assert found == {small["run"]["runId"]: 1}
+    assert big["run"]["runId"].encode() not in archived_text
+    assert small["run"]["runId"].encode() in archived_text

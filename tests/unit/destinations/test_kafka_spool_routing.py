@@ -1,0 +1,79 @@
+"""When the Kafka destination sends an event straight to Kafka and when to its spool.
+
+The spool is real (files under tmp_path); the producer is ``ProducerDouble``: it confirms
+or times out every message as told, like librdkafka's delivery reports would."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+from confluent_kafka import KafkaError, KafkaException
+
+from proxy.destinations.kafka import KafkaDestination
+from proxy.destinations.kafka_spool import KafkaSpool
+from proxy.destinations.spool import Spool
+from tests.sample_events import run_event
+
+
+class ProducerDouble:
+    """Stands in for KafkaProducer: ``delivering`` as set; ``produce`` records the message
+    and confirms it, or raises a delivery timeout while ``timing_out``."""
+
+    def __init__(self) -> None:
+        self.delivering = True
+        self.timing_out = False
+        self.sent: list[tuple[str, bytes, str | None]] = []
+
+    async def produce(
+        self, topic: str, value: bytes, key: str | None, headers: Any, wait_seconds: Any = None
+    ) -> None:
+        if self.timing_out:
+            raise KafkaException(KafkaError(KafkaError._MSG_TIMED_OUT, "timed out"))
+        self.sent.append((topic, value, key))
+
+
+async def _destination(tmp_path: Path) -> tuple[KafkaDestination, KafkaSpool, ProducerDouble]:
+    producer = ProducerDouble()
+    # ProducerDouble stands in for KafkaProducer by its produce() alone, not by type.
+    spool = KafkaSpool(Spool(tmp_path, 1 << 20, 1 << 16), producer)  # type: ignore[arg-type]
+    await spool.spool.open()  # no drainer: what is spooled stays there for the test
+    destination = KafkaDestination("kafka", producer, "t", spool=spool)  # type: ignore[arg-type]
+    return destination, spool, producer
+
+
+async def _deliver(destination: KafkaDestination, event: dict[str, Any]) -> bool:
+    return await destination.deliver(event, orjson.dumps(event))
+
+
+async def test_an_event_kafka_confirms_goes_straight_to_kafka(tmp_path: Path):
+    destination, spool, producer = await _destination(tmp_path)
+    assert await _deliver(destination, run_event()) is False
+    assert len(producer.sent) == 1 and spool.spool.events == 0
+    await spool.spool.close()
+
+
+async def test_a_timed_out_event_is_spooled_and_later_events_of_its_key_follow_it(
+    tmp_path: Path,
+):
+    destination, spool, producer = await _destination(tmp_path)
+    producer.timing_out = True
+    assert await _deliver(destination, run_event(name="job-a", event_type="START")) is True
+    producer.timing_out = False  # the broker is back, the spool not drained yet
+    complete = run_event(name="job-a", event_type="COMPLETE")
+    other = run_event(name="job-b")
+    assert await _deliver(destination, complete) is True  # behind its START
+    assert await _deliver(destination, other) is False  # another key: straight on
+    assert [key for _, _, key in producer.sent] == ["run:team-a/job-b"]
+    spooled = await spool.spool.read(10)
+    assert [orjson.loads(r.value)["eventType"] for r in spooled] == ["START", "COMPLETE"]
+    await spool.spool.close()
+
+
+async def test_while_kafka_is_known_down_events_are_spooled_without_waiting(tmp_path: Path):
+    destination, spool, producer = await _destination(tmp_path)
+    producer.delivering = False
+    assert await _deliver(destination, run_event()) is True
+    assert producer.sent == [] and spool.spool.events == 1
+    await spool.spool.close()
