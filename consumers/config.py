@@ -11,11 +11,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
-from proxy.destinations.archive import ArchiveDestinationConfig
-from proxy.destinations.http import DataHubTarget, EgeriaTarget, GenericHttpTarget, MarquezTarget
-from proxy.destinations.retry import BreakerConfig, RetryConfig
+from proxy.destinations.config import ArchiveDestinationConfig
+from proxy.destinations.http.datahub import DataHubTarget
+from proxy.destinations.http.egeria import EgeriaTarget
+from proxy.destinations.http.generic import GenericHttpTarget
+from proxy.destinations.http.marquez import MarquezTarget
+from proxy.destinations.retry_config import BreakerConfig, RetryConfig
+from proxy.strict import StrictModel
 
 __all__ = [
     "ArchiveTarget",
@@ -31,11 +35,7 @@ __all__ = [
 KafkaSetting = str | int | float | bool
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class KafkaTarget(_Strict):
+class KafkaTarget(StrictModel):
     """Republish to another topic, on this cluster or another one."""
 
     kind: Literal["kafka"]
@@ -60,7 +60,7 @@ ConsumerTarget = Annotated[
 ]
 
 
-class GroupConfig(_Strict):
+class GroupConfig(StrictModel):
     """Consumer-group settings. Defaults suit production; tests shorten the timeouts."""
 
     session_timeout_ms: Annotated[int, Field(ge=1000)] = 45_000
@@ -73,13 +73,13 @@ class GroupConfig(_Strict):
     settings: dict[str, KafkaSetting] = Field(default_factory=dict)
 
 
-class DeadLetterConfig(_Strict):
+class DeadLetterConfig(StrictModel):
     enabled: bool = True
     # Where refused and poison messages go; "{topic}" is the source topic.
     topic: str = "{topic}.dlq"
 
 
-class DedupeConfig(_Strict):
+class DedupeConfig(StrictModel):
     """Skip events already delivered (run id + event type + event time + job).
 
     In memory the cache holds within one process. With ``journal`` it is also appended to
@@ -92,7 +92,7 @@ class DedupeConfig(_Strict):
     journal: Path | None = None
 
 
-class ConsumerConfig(_Strict):
+class ConsumerConfig(StrictModel):
     target: ConsumerTarget
     # Topics to read; null means the proxy's kafka.topic.
     topics: list[str] | None = None

@@ -36,7 +36,8 @@ from consumers.metrics import ConsumerMetrics
 from consumers.offsets import OffsetTracker
 from consumers.targets import build_destination
 from proxy.destinations.base import DeliveryError
-from proxy.destinations.kafka import KafkaProducer, producer_settings
+from proxy.destinations.config import producer_settings
+from proxy.destinations.kafka import KafkaProducer
 from proxy.destinations.retry import CircuitBreaker, CircuitState
 
 __all__ = ["ConsumerDaemon"]

@@ -37,7 +37,8 @@ from consumers.targets import build_destination
 from proxy.config import ConfigError, ProxyConfig
 from proxy.destinations.archive import escape_partition_value, finished_files
 from proxy.destinations.base import DeliveryError, Destination
-from proxy.destinations.kafka import KafkaDestination, KafkaProducer, producer_settings
+from proxy.destinations.config import producer_settings
+from proxy.destinations.kafka import KafkaDestination, KafkaProducer
 from proxy.destinations.retry import CircuitBreaker
 from proxy.openlineage import subject_name
 from proxy.openlineage.rejected import rejected_event

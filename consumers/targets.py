@@ -17,9 +17,11 @@ from typing import Any
 from consumers.config import ArchiveTarget, KafkaTarget
 from proxy.destinations import Destination
 from proxy.destinations.archive import archive_destination
-from proxy.destinations.http import TARGETS as HTTP_TARGETS
-from proxy.destinations.http import HttpDestination, HttpTarget
-from proxy.destinations.kafka import KafkaDestination, KafkaProducer, producer_settings
+from proxy.destinations.config import producer_settings
+from proxy.destinations.http.destination import HttpDestination
+from proxy.destinations.http.target import HttpTarget
+from proxy.destinations.http.targets import TARGETS as HTTP_TARGETS
+from proxy.destinations.kafka import KafkaDestination, KafkaProducer
 from proxy.destinations.retry import CircuitBreaker, OnRetry, RetryingDestination
 
 __all__ = ["DESTINATION_BUILDERS", "build_destination"]
