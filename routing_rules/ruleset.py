@@ -33,15 +33,25 @@ from typing import Any, Generic, TypeVar
 import orjson
 
 from proxy.openlineage.paths import FieldPath
-from proxy.router import Route
 from routing_rules.matcher import EventPredicate, routing_key, typed_key_value
 from routing_rules.stats import DEFAULT_RULE, RuleStats
 from routing_rules.throttle import RunningThrottle
 from routing_rules.transforms import TransformStep
 
-__all__ = ["CompiledRule", "Ruleset", "Trace"]
+__all__ = ["CompiledRule", "Route", "Ruleset", "Trace"]
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Route(Generic[T]):
+    """Where one event goes, and the event as it should be sent (rules may transform it)."""
+
+    event: dict[str, Any]
+    destinations: Sequence[T]
+    # Why an event goes nowhere (a rule that drops it on purpose); counted, never silent.
+    dropped_by: str | None = None
+
 
 # Distinct routing keys whose candidate rules are remembered; beyond it the memo is
 # cleared (cheap to refill) so a flood of distinct jobs cannot grow memory.
@@ -136,7 +146,7 @@ class Ruleset(Generic[T]):
             self._by_key[key] = found
         return found
 
-    def route(self, event: dict[str, Any], trace: Trace | None = None) -> Route:
+    def route(self, event: dict[str, Any], trace: Trace | None = None) -> Route[T]:
         current = event
         key = self._key(event)
         candidates = self._candidates(key)
@@ -179,11 +189,11 @@ class Ruleset(Generic[T]):
             if not rule.continue_:
                 break
         if collected:
-            return Route(current, collected)  # type: ignore[arg-type]
+            return Route(current, collected)
         self.default_stats.matched += 1
         if trace is not None:
             trace.defaulted = True
         if not self.default:
             self.default_stats.dropped += 1
             return Route(current, (), dropped_by=DEFAULT_RULE)
-        return Route(current, self.default)  # type: ignore[arg-type]
+        return Route(current, self.default)
