@@ -9,6 +9,11 @@ without starting anything. Turning a config into a live destination is
 
 The Kafka settings of config.yaml (``kafka:``) and the durability rules every producer
 obeys live here too: they are what a Kafka destination is configured with.
+
+Every kind takes a ``retry`` policy (:class:`RetryConfig`; for ``http`` it sits in the
+target): with one, :func:`~proxy.destinations.registry.build_destination` wraps the
+destination in the retry loop and a circuit breaker. Routes leave it unset for kafka and
+archive (the client retries); consumers always set it, never giving up.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from pydantic import AfterValidator, Field, model_validator
 
 from proxy.destinations.http.targets import HttpTargetConfig
 from proxy.destinations.kafka_keys import key_function
+from proxy.destinations.retry_config import RetryConfig
 from proxy.strict import StrictModel
 
 __all__ = [
@@ -114,8 +120,11 @@ def _key_strategy(text: str) -> str:
 
 class KafkaDestinationConfig(StrictModel):
     kind: Literal["kafka"]
-    # Default: kafka.topic of config.yaml.
+    # Default: kafka.topic of config.yaml (a consumer must name one).
     topic: str | None = None
+    # Another cluster's bootstrap servers; null: the cluster of kafka.bootstrap_servers
+    # (for a consumer: the cluster it reads from).
+    bootstrap_servers: str | None = None
     # run | job | dataset | none | a template of field paths such as "{job.namespace}".
     key: Annotated[str, AfterValidator(_key_strategy)] = "run"
     # Added to every message, after the ol_* headers.
@@ -125,6 +134,7 @@ class KafkaDestinationConfig(StrictModel):
     # Used when the topic is created; default: kafka.topic_partitions / _replication_factor.
     partitions: Annotated[int, Field(ge=1)] | None = None
     replication_factor: Annotated[int, Field(ge=1)] | None = None
+    retry: RetryConfig | None = None
 
     @model_validator(mode="after")
     def _durability_is_not_negotiable(self) -> KafkaDestinationConfig:
@@ -144,6 +154,7 @@ class ArchiveDestinationConfig(StrictModel):
     max_open_files: Annotated[int, Field(gt=0)] = 64
     # A write not fsynced by then answers 503 (under openlineage-python's ~5 s timeout).
     write_timeout_seconds: Annotated[float, Field(gt=0)] = 4.0
+    retry: RetryConfig | None = None
 
 
 class HttpDestinationConfig(StrictModel):
@@ -154,6 +165,11 @@ class HttpDestinationConfig(StrictModel):
     # false: best effort, sent off the request path; true: the client's 2xx waits for
     # the target (keep its timeout and retries short, clients give up after ~5 s).
     required: bool = False
+
+    @property
+    def retry(self) -> RetryConfig:
+        """The target's retry policy (an HTTP target always has one)."""
+        return self.target.retry
 
 
 DestinationConfig = Annotated[

@@ -27,11 +27,11 @@ from proxy.destinations.config import (
     KafkaDestinationConfig,
     producer_settings,
 )
-from proxy.destinations.http.destination import http_destination
+from proxy.destinations.http.destination import HttpDestination
 from proxy.destinations.kafka import KafkaDestination, KafkaProducer
 from proxy.destinations.kafka_keys import key_function
 from proxy.destinations.kafka_spool import KafkaSpool, spool_directory
-from proxy.destinations.retry import CircuitBreaker
+from proxy.destinations.retry import CircuitBreaker, OnRetry, RetryingDestination
 from proxy.destinations.spool import Spool
 
 __all__ = ["DestinationResources", "build_destination"]
@@ -59,9 +59,14 @@ class DestinationResources:
         # One spool per cluster (bootstrap servers), shared by its producers' destinations.
         self._spools: dict[str, KafkaSpool] = {}
 
-    def producer(self, overrides: Mapping[str, Any]) -> KafkaProducer:
+    def producer(
+        self, overrides: Mapping[str, Any], bootstrap_servers: str | None = None
+    ) -> KafkaProducer:
+        """The started producer for these settings, on ``bootstrap_servers`` (default: the
+        configured cluster)."""
         settings = producer_settings(
-            self.kafka.bootstrap_servers, {**self.kafka.producer, **overrides}
+            bootstrap_servers or self.kafka.bootstrap_servers,
+            {**self.kafka.producer, **overrides},
         )
         key = tuple(sorted(settings.items()))
         if key not in self._producers:
@@ -147,7 +152,7 @@ class DestinationResources:
 async def _build_kafka(
     name: str, config: KafkaDestinationConfig, resources: DestinationResources
 ) -> Destination:
-    producer = resources.producer(config.producer)
+    producer = resources.producer(config.producer, config.bootstrap_servers)
     topic = config.topic or resources.kafka.topic
     await resources.ensure_topic(producer, topic, config)
     return KafkaDestination(
@@ -170,7 +175,7 @@ async def _build_archive(
 async def _build_http(
     name: str, config: HttpDestinationConfig, resources: DestinationResources
 ) -> Destination:
-    destination = http_destination(name, config.target, breaker=CircuitBreaker())
+    destination = HttpDestination(name, config.target)
     # Durability is the route's promise, not the adapter's: a required target makes the
     # client's answer wait for it like Kafka and the archive.
     destination.durable = config.required
@@ -185,9 +190,23 @@ _BUILDERS: dict[str, Callable[[str, Any, DestinationResources], Any]] = {
 
 
 async def build_destination(
-    name: str, config: DestinationConfig, resources: DestinationResources
+    name: str,
+    config: DestinationConfig,
+    resources: DestinationResources,
+    *,
+    breaker: CircuitBreaker | None = None,
+    on_retry: OnRetry | None = None,
 ) -> Destination:
-    """A started destination for ``config`` (topics ensured, files opened)."""
+    """A started destination for ``config`` (topics ensured, files opened).
+
+    With a ``retry`` policy in ``config`` it is wrapped once, the same way for every kind
+    and for routes and consumers alike: retried per the policy and paced by ``breaker``
+    (a fresh one by default).
+    """
     destination: Destination = await _BUILDERS[config.kind](name, config, resources)
+    if config.retry is not None:
+        destination = RetryingDestination(
+            destination, config.retry, breaker=breaker or CircuitBreaker(), on_retry=on_retry
+        )
     await destination.start()
     return destination
