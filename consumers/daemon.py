@@ -88,7 +88,6 @@ class ConsumerDaemon:
         )
         self.destination: RetryingDestination | None = None
         self._batch = max(1, getattr(config.target, "batch_max_events", 1))
-        self._bootstrap = bootstrap_servers
         self._create_topics = create_topics
         self._topic_partitions = topic_partitions
         self._dlq_producer = KafkaProducer(producer_settings(bootstrap_servers))
@@ -110,14 +109,9 @@ class ConsumerDaemon:
                 overrides=group.settings,
             ),
             self.topics,
-            on_messages=self._receive,
-            on_assign=self._assigned,
-            on_revoke=self._revoke,
-            on_lost=self._lost,
-            on_watermarks=self._watermarks,
-            buffered=lambda: self._buffered,
+            handler=self,
             max_buffered=config.max_buffered,
-            # _revoke cancels deliveries still running after shutdown_timeout_seconds;
+            # revoke cancels deliveries still running after shutdown_timeout_seconds;
             # the margin lets them unwind before the thread stops waiting.
             revoke_timeout=config.shutdown_timeout_seconds + 5,
         )
@@ -208,9 +202,13 @@ class ConsumerDaemon:
             await self.dedupe.close()
         log.info("consumer %s: stopped", self.name)
 
-    # ---- messages in ----
+    # ---- messages in (the source's SourceHandler) ----
 
-    def _receive(self, messages: list[Message]) -> None:
+    @property
+    def buffered(self) -> int:
+        return self._buffered
+
+    def receive(self, messages: list[Message]) -> None:
         for message in messages:
             partition = (message.topic() or "", message.partition() or 0)
             tracker = self._trackers.get(partition)
@@ -224,13 +222,13 @@ class ConsumerDaemon:
             if lane.task is None:
                 lane.task = asyncio.create_task(self._drain(lane_key, lane))
 
-    def _assigned(self, partitions: list[Partition]) -> None:
+    def assigned(self, partitions: list[Partition]) -> None:
         for partition in partitions:
             self._trackers[partition] = OffsetTracker()
         if self._trackers:
             self._unassigned_since = None
 
-    async def _revoke(self, partitions: list[Partition]) -> list[TopicPartition]:
+    async def revoke(self, partitions: list[Partition]) -> list[TopicPartition]:
         """Finish what is in flight for ``partitions``; return the offsets to commit."""
         lanes = [(k, lane) for k, lane in self._lanes.items() if (k[0], k[1]) in partitions]
         for _, lane in lanes:
@@ -245,7 +243,7 @@ class ConsumerDaemon:
         self._note_if_unassigned()
         return offsets
 
-    def _lost(self, partitions: list[Partition]) -> None:
+    def lost(self, partitions: list[Partition]) -> None:
         for key, lane in list(self._lanes.items()):
             if (key[0], key[1]) in partitions:
                 self._drop_queued(lane)
@@ -390,7 +388,7 @@ class ConsumerDaemon:
             for tracker, point in offsets.values():
                 tracker.committed = point
 
-    def _watermarks(self, highs: dict[Partition, int]) -> None:
+    def watermarks(self, highs: dict[Partition, int]) -> None:
         self._highs.update(highs)
         for (topic, partition), lag in self._lags().items():
             self.metrics.set_lag(topic, partition, lag)
