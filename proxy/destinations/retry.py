@@ -25,7 +25,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from proxy.destinations.base import DeliveryError, Destination
+from proxy.destinations.base import DeliveryError, Destination, payload_limit
 from proxy.destinations.retry_config import BreakerConfig, RetryConfig
 
 __all__ = [
@@ -238,11 +238,17 @@ class RetryingDestination:
         self.breaker = breaker
         self.on_retry = on_retry
 
+    @property
+    def max_payload_bytes(self) -> int | None:
+        """The inner destination's payload limit (Kafka learns it at start)."""
+        return payload_limit(self.inner)
+
     async def start(self) -> None:
         await self.inner.start()
 
-    async def deliver(self, event: dict[str, Any], payload: bytes) -> None:
-        await deliver_with_retries(
+    async def deliver(self, event: dict[str, Any], payload: bytes) -> bool | None:
+        """The inner delivery's answer (True: held in a local spool), once it succeeded."""
+        return await deliver_with_retries(
             lambda: self.inner.deliver(event, payload),
             self.config,
             breaker=self.breaker,
