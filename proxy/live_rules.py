@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from proxy.destinations import Destination
-from proxy.destinations.registry import DestinationConfig, DestinationResources, build_destination
+from proxy.destinations.config import DestinationConfig
+from proxy.destinations.registry import DestinationResources, build_destination
 from proxy.openlineage.repaired import RepairedEvent
 from proxy.yaml_source import ConfigError
 from routing_rules.compiler import compile_rules

@@ -200,7 +200,7 @@ class EventPipeline:
         except DeliveryError as exc:
             log.warning("rejected event not stored: %s", exc)
 
-    async def _deliver_route(self, route: Route) -> bool:
+    async def _deliver_route(self, route: Route[Destination]) -> bool:
         if not route.destinations:
             return False
         payload = dumps(route.event)

@@ -45,7 +45,9 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class Route(Generic[T]):
-    """Where one event goes, and the event as it should be sent (rules may transform it)."""
+    """Where one event goes, and the event as it should be sent (rules may transform it).
+    ``T`` is :class:`~proxy.destinations.Destination` in the proxy; a dry run routes to
+    destination names."""
 
     event: dict[str, Any]
     destinations: Sequence[T]
