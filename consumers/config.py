@@ -9,58 +9,54 @@ group ``group_id`` (default ``lineage-proxy.<name>``) and delivers to ``target``
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BeforeValidator, Field, field_validator
 
-from proxy.destinations.archive import ArchiveDestinationConfig
-from proxy.destinations.http import DataHubTarget, EgeriaTarget, GenericHttpTarget, MarquezTarget
-from proxy.destinations.retry import BreakerConfig, RetryConfig
+from proxy.destinations.config import (
+    ArchiveDestinationConfig,
+    DestinationConfig,
+    HttpDestinationConfig,
+    KafkaDestinationConfig,
+)
+from proxy.destinations.http.targets import HttpTargetConfig
+from proxy.destinations.retry_config import BreakerConfig, RetryConfig
+from proxy.strict import StrictModel
 
 __all__ = [
-    "ArchiveTarget",
     "BreakerConfig",
     "ConsumerConfig",
     "ConsumerTarget",
     "DeadLetterConfig",
     "DedupeConfig",
     "GroupConfig",
-    "KafkaTarget",
 ]
 
 KafkaSetting = str | int | float | bool
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class KafkaTarget(_Strict):
-    """Republish to another topic, on this cluster or another one."""
-
-    kind: Literal["kafka"]
-    topic: str
-    # Another cluster's bootstrap servers; null means the cluster the daemon reads from.
-    bootstrap_servers: str | None = None
-    # librdkafka producer settings (security.*, sasl.*, ...); acks=all is always on.
-    producer: dict[str, KafkaSetting] = Field(default_factory=dict)
-    retry: RetryConfig = Field(default_factory=RetryConfig)
-
-
-class ArchiveTarget(ArchiveDestinationConfig):
-    """Write to the archive (the proxy's own writer and layout); a relative ``directory``
-    is relative to the config file."""
-
-    retry: RetryConfig = Field(default_factory=RetryConfig)
-
-
+# A consumer's ``target`` is a destination config (proxy/destinations/config.py), with one
+# spelling kept from before routes and consumers shared it: an HTTP target is written
+# directly (``{kind: marquez, url: ...}``), not inside ``{kind: http, target: {...}}`` as in
+# a rules file. The rules-file spelling is accepted too (see :func:`_http_target_directly`).
 ConsumerTarget = Annotated[
-    GenericHttpTarget | MarquezTarget | EgeriaTarget | DataHubTarget | ArchiveTarget | KafkaTarget,
+    HttpTargetConfig | ArchiveDestinationConfig | KafkaDestinationConfig,
     Field(discriminator="kind"),
 ]
 
 
-class GroupConfig(_Strict):
+def _http_target_directly(value: Any) -> Any:
+    """``{kind: http, target: {...}}`` (the rules-file spelling) → the target itself; a
+    consumer always waits for its target, so ``required`` may only be true."""
+    if isinstance(value, dict) and value.get("kind") == "http" and "target" in value:
+        extra = set(value) - {"kind", "target", "required"}
+        if extra or value.get("required", True) is not True:
+            raise ValueError("an http target in a consumer takes only target (and required: true)")
+        return value["target"]
+    return value
+
+
+class GroupConfig(StrictModel):
     """Consumer-group settings. Defaults suit production; tests shorten the timeouts."""
 
     session_timeout_ms: Annotated[int, Field(ge=1000)] = 45_000
@@ -73,13 +69,13 @@ class GroupConfig(_Strict):
     settings: dict[str, KafkaSetting] = Field(default_factory=dict)
 
 
-class DeadLetterConfig(_Strict):
+class DeadLetterConfig(StrictModel):
     enabled: bool = True
     # Where refused and poison messages go; "{topic}" is the source topic.
     topic: str = "{topic}.dlq"
 
 
-class DedupeConfig(_Strict):
+class DedupeConfig(StrictModel):
     """Skip events already delivered (run id + event type + event time + job).
 
     In memory the cache holds within one process. With ``journal`` it is also appended to
@@ -92,8 +88,8 @@ class DedupeConfig(_Strict):
     journal: Path | None = None
 
 
-class ConsumerConfig(_Strict):
-    target: ConsumerTarget
+class ConsumerConfig(StrictModel):
+    target: Annotated[ConsumerTarget, BeforeValidator(_http_target_directly)]
     # Topics to read; null means the proxy's kafka.topic.
     topics: list[str] | None = None
     # Consumer group; null means "lineage-proxy.<name>". Same group → partitions are shared.
@@ -119,7 +115,9 @@ class ConsumerConfig(_Strict):
     def _retry_until_delivered(cls, target: ConsumerTarget) -> ConsumerTarget:
         """A consumer retries a retriable failure until the target is back (the DLQ is for
         events the target refuses): its ``max_attempts`` is null, never a number."""
-        retry = target.retry
+        if isinstance(target, KafkaDestinationConfig) and target.topic is None:
+            raise ValueError("topic: a consumer's kafka target needs the topic to write to")
+        retry = target.retry or RetryConfig()
         if retry.max_attempts is not None and "max_attempts" in retry.model_fields_set:
             raise ValueError(
                 "retry.max_attempts: a consumer never gives up on a retriable failure "
@@ -136,7 +134,15 @@ class ConsumerConfig(_Strict):
             dedupe = config.dedupe.model_copy(update={"journal": base / journal})
             config = config.model_copy(update={"dedupe": dedupe})
         target = config.target
-        if isinstance(target, ArchiveTarget) and not target.directory.is_absolute():
+        if isinstance(target, ArchiveDestinationConfig) and not target.directory.is_absolute():
             target = target.model_copy(update={"directory": base / target.directory})
             config = config.model_copy(update={"target": target})
         return config
+
+    def destination(self) -> DestinationConfig:
+        """The target as the one destination config union that
+        :func:`~proxy.destinations.registry.build_destination` builds."""
+        target = self.target
+        if isinstance(target, ArchiveDestinationConfig | KafkaDestinationConfig):
+            return target
+        return HttpDestinationConfig(kind="http", target=target, required=True)

@@ -23,6 +23,7 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -34,14 +35,18 @@ from consumers.dedupe import DedupeCache, event_identity
 from consumers.kafka_source import KafkaSource, Partition, consumer_settings
 from consumers.metrics import ConsumerMetrics
 from consumers.offsets import OffsetTracker
-from consumers.targets import build_destination
 from proxy.destinations.base import DeliveryError
-from proxy.destinations.kafka import KafkaProducer, producer_settings
-from proxy.destinations.retry import CircuitBreaker, CircuitState
+from proxy.destinations.config import KafkaConfig, SpoolConfig, producer_settings
+from proxy.destinations.kafka import KafkaProducer
+from proxy.destinations.registry import DestinationResources, build_destination
+from proxy.destinations.retry import CircuitBreaker, CircuitState, RetryingDestination
 
 __all__ = ["ConsumerDaemon"]
 
 log = logging.getLogger(__name__)
+
+# How long closing waits for a republishing producer's queued messages.
+_CLOSE_FLUSH_SECONDS = 10.0
 
 LaneKey = tuple[str, int, bytes | None]
 
@@ -70,11 +75,19 @@ class ConsumerDaemon:
         self.metrics = ConsumerMetrics(name)
         self.breaker = CircuitBreaker(config.circuit_breaker)
         self._last_failure = ""  # the target's last retriable failure, for /healthz
-        self.destination = build_destination(
-            name, config.target, bootstrap_servers, breaker=self.breaker, on_retry=self._retried
+        # What the target's destination shares (a republishing producer): the cluster read
+        # from, no spool (an event is not committed before the target has it) and no topic
+        # creation (the target topic is the operator's).
+        self._resources = DestinationResources(
+            KafkaConfig(
+                bootstrap_servers=bootstrap_servers,
+                create_topics=False,
+                spool=SpoolConfig(enabled=False),
+            ),
+            archive_root=Path.cwd(),  # a consumer's archive directory is absolute by now
         )
+        self.destination: RetryingDestination | None = None
         self._batch = max(1, getattr(config.target, "batch_max_events", 1))
-        self._bootstrap = bootstrap_servers
         self._create_topics = create_topics
         self._topic_partitions = topic_partitions
         self._dlq_producer = KafkaProducer(producer_settings(bootstrap_servers))
@@ -96,14 +109,9 @@ class ConsumerDaemon:
                 overrides=group.settings,
             ),
             self.topics,
-            on_messages=self._receive,
-            on_assign=self._assigned,
-            on_revoke=self._revoke,
-            on_lost=self._lost,
-            on_watermarks=self._watermarks,
-            buffered=lambda: self._buffered,
+            handler=self,
             max_buffered=config.max_buffered,
-            # _revoke cancels deliveries still running after shutdown_timeout_seconds;
+            # revoke cancels deliveries still running after shutdown_timeout_seconds;
             # the margin lets them unwind before the thread stops waiting.
             revoke_timeout=config.shutdown_timeout_seconds + 5,
         )
@@ -127,11 +135,36 @@ class ConsumerDaemon:
             committer.cancel()
             await self._shutdown()
 
+    async def open_destination(self) -> None:
+        """Build and start the target's destination (once); a credential whose
+        environment variable is missing raises ValueError here."""
+        if self.destination is None:
+            destination = await build_destination(
+                self.name,
+                self.config.destination(),
+                self._resources,
+                breaker=self.breaker,
+                on_retry=self._retried,
+            )
+            # A consumer's target always has a retry policy (ConsumerConfig sets it).
+            assert isinstance(destination, RetryingDestination)
+            self.destination = destination
+
+    def _opened(self) -> RetryingDestination:
+        assert self.destination is not None, "open_destination() first"
+        return self.destination
+
+    async def close_destination(self) -> None:
+        if self.destination is not None:
+            await self.destination.close()
+            self.destination = None
+        await self._resources.close(_CLOSE_FLUSH_SECONDS)
+
     async def _start(self) -> None:
         self._dlq_producer.start()
         if self.dedupe is not None:
             await self.dedupe.open()
-        await self.destination.start()
+        await self.open_destination()
         self._unassigned_since = time.monotonic()
         self.source.start()
         log.info(
@@ -162,16 +195,20 @@ class ConsumerDaemon:
         with contextlib.suppress(Exception):
             await self._commit()
         await self.source.close()
-        await self.destination.close()
+        await self.close_destination()
         await asyncio.to_thread(self._dlq_producer.flush, 10.0)
         self._dlq_producer.stop()
         if self.dedupe is not None:
             await self.dedupe.close()
         log.info("consumer %s: stopped", self.name)
 
-    # ---- messages in ----
+    # ---- messages in (the source's SourceHandler) ----
 
-    def _receive(self, messages: list[Message]) -> None:
+    @property
+    def buffered(self) -> int:
+        return self._buffered
+
+    def receive(self, messages: list[Message]) -> None:
         for message in messages:
             partition = (message.topic() or "", message.partition() or 0)
             tracker = self._trackers.get(partition)
@@ -185,13 +222,13 @@ class ConsumerDaemon:
             if lane.task is None:
                 lane.task = asyncio.create_task(self._drain(lane_key, lane))
 
-    def _assigned(self, partitions: list[Partition]) -> None:
+    def assigned(self, partitions: list[Partition]) -> None:
         for partition in partitions:
             self._trackers[partition] = OffsetTracker()
         if self._trackers:
             self._unassigned_since = None
 
-    async def _revoke(self, partitions: list[Partition]) -> list[TopicPartition]:
+    async def revoke(self, partitions: list[Partition]) -> list[TopicPartition]:
         """Finish what is in flight for ``partitions``; return the offsets to commit."""
         lanes = [(k, lane) for k, lane in self._lanes.items() if (k[0], k[1]) in partitions]
         for _, lane in lanes:
@@ -206,7 +243,7 @@ class ConsumerDaemon:
         self._note_if_unassigned()
         return offsets
 
-    def _lost(self, partitions: list[Partition]) -> None:
+    def lost(self, partitions: list[Partition]) -> None:
         for key, lane in list(self._lanes.items()):
             if (key[0], key[1]) in partitions:
                 self._drop_queued(lane)
@@ -273,9 +310,9 @@ class ConsumerDaemon:
         started = time.perf_counter()
         try:
             if self._batch > 1:
-                await self.destination.deliver_batch([event], [message.value() or b""])
+                await self._opened().deliver_batch([event], [message.value() or b""])
             else:
-                await self.destination.deliver(event, message.value() or b"")
+                await self._opened().deliver(event, message.value() or b"")
         except DeliveryError as exc:  # refused: retriable failures are retried inside
             await self._dead_letter(message, exc.reason, exc, "refused")
             return
@@ -284,7 +321,7 @@ class ConsumerDaemon:
 
     async def _deliver_batch(self, ready: list[tuple[Message, dict[str, Any]]]) -> None:
         started = time.perf_counter()
-        await self.destination.deliver_batch(
+        await self._opened().deliver_batch(
             [event for _, event in ready], [m.value() or b"" for m, _ in ready]
         )
         self.metrics.target_seconds.observe(time.perf_counter() - started)
@@ -351,7 +388,7 @@ class ConsumerDaemon:
             for tracker, point in offsets.values():
                 tracker.committed = point
 
-    def _watermarks(self, highs: dict[Partition, int]) -> None:
+    def watermarks(self, highs: dict[Partition, int]) -> None:
         self._highs.update(highs)
         for (topic, partition), lag in self._lags().items():
             self.metrics.set_lag(topic, partition, lag)

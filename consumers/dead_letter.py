@@ -17,7 +17,7 @@ from typing import cast
 from confluent_kafka import KafkaException, Message
 
 from proxy.destinations.base import DeliveryError
-from proxy.destinations.http import HttpDeliveryError
+from proxy.destinations.http.destination import HttpDeliveryError
 from proxy.destinations.kafka import KafkaProducer
 from proxy.destinations.retry import RetryConfig, backoff_seconds
 

@@ -19,20 +19,41 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Iterator
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-__all__ = ["KafkaSource", "consumer_settings"]
+__all__ = ["KafkaSource", "SourceHandler", "consumer_settings"]
 
 log = logging.getLogger(__name__)
 
 Partition = tuple[str, int]
-# A coroutine function: the rebalance callback runs it on the loop from the poll thread.
-RevokeHandler = Callable[[list[Partition]], Coroutine[Any, Any, list[TopicPartition]]]
+
+
+class SourceHandler(Protocol):
+    """What the source reports to (the daemon). Every method runs on the event loop,
+    except :attr:`buffered`, which the consumer thread reads (one int, read atomically)."""
+
+    @property
+    def buffered(self) -> int:
+        """Messages handed over and not yet finished: fetching pauses above the limit."""
+        ...
+
+    def receive(self, messages: list[Message]) -> None: ...
+
+    def assigned(self, partitions: list[Partition]) -> None: ...
+
+    async def revoke(self, partitions: list[Partition]) -> list[TopicPartition]:
+        """Finish the partitions' in-flight deliveries; the offsets to commit before they
+        move to another member."""
+        ...
+
+    def lost(self, partitions: list[Partition]) -> None: ...
+
+    def watermarks(self, highs: dict[Partition, int]) -> None: ...
 
 
 def consumer_settings(
@@ -66,24 +87,14 @@ class KafkaSource:
         settings: dict[str, Any],
         topics: list[str],
         *,
-        on_messages: Callable[[list[Message]], None],
-        on_assign: Callable[[list[Partition]], None],
-        on_revoke: RevokeHandler,
-        on_lost: Callable[[list[Partition]], None],
-        on_watermarks: Callable[[dict[Partition, int]], None],
-        buffered: Callable[[], int],
+        handler: SourceHandler,
         max_buffered: int,
         revoke_timeout: float,
         poll_batch: int = 500,
     ) -> None:
         self.settings = settings
         self.topics = topics
-        self._on_messages = on_messages
-        self._on_assign = on_assign
-        self._on_revoke = on_revoke
-        self._on_lost = on_lost
-        self._on_watermarks = on_watermarks
-        self._buffered = buffered
+        self._handler = handler
         self._max_buffered = max_buffered
         self._revoke_timeout = revoke_timeout
         self._poll_batch = poll_batch
@@ -156,7 +167,7 @@ class KafkaSource:
                 # Hysteresis: pause when the loop holds max_buffered, resume at half, so
                 # the prefetch (which a pause throws away) is not lost on every poll.
                 limit = self._max_buffered // 2 if paused else self._max_buffered
-                hold = not self._fetching.is_set() or self._buffered() >= limit
+                hold = not self._fetching.is_set() or self._handler.buffered >= limit
                 if hold != paused:
                     # Paused, the consumer keeps polling (heartbeats, rebalances) but
                     # fetches nothing.
@@ -165,7 +176,7 @@ class KafkaSource:
                 messages = consumer.consume(self._poll_batch, 0.1)
                 good = [m for m in messages if not self._is_error(m)]
                 if good:
-                    self._loop.call_soon_threadsafe(self._on_messages, good)
+                    self._loop.call_soon_threadsafe(self._handler.receive, good)
                 if time.monotonic() >= next_watermarks:
                     next_watermarks = time.monotonic() + 2.0
                     self._report_watermarks(consumer)
@@ -250,13 +261,13 @@ class KafkaSource:
                 continue
             if high >= 0:
                 highs[(tp.topic, tp.partition)] = high
-        self._loop.call_soon_threadsafe(self._on_watermarks, highs)
+        self._loop.call_soon_threadsafe(self._handler.watermarks, highs)
 
     def _assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         assert self._loop is not None
         log.info("assigned %s", _names(partitions))
         self._loop.call_soon_threadsafe(
-            self._on_assign, [(tp.topic, tp.partition) for tp in partitions]
+            self._handler.assigned, [(tp.topic, tp.partition) for tp in partitions]
         )
 
     def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -264,7 +275,7 @@ class KafkaSource:
         self._generation += 1
         log.info("revoked %s: finishing in-flight deliveries, committing", _names(partitions))
         handed = asyncio.run_coroutine_threadsafe(
-            self._on_revoke([(tp.topic, tp.partition) for tp in partitions]), self._loop
+            self._handler.revoke([(tp.topic, tp.partition) for tp in partitions]), self._loop
         )
         try:
             offsets = handed.result(timeout=self._revoke_timeout)
@@ -283,7 +294,7 @@ class KafkaSource:
         # Lost (e.g. session timed out): another member may own them already; no commit.
         log.warning("lost %s", _names(partitions))
         self._loop.call_soon_threadsafe(
-            self._on_lost, [(tp.topic, tp.partition) for tp in partitions]
+            self._handler.lost, [(tp.topic, tp.partition) for tp in partitions]
         )
 
 

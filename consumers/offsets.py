@@ -33,11 +33,6 @@ class OffsetTracker:
             self._next = first + 1
 
     @property
-    def commit_point(self) -> int | None:
-        """The offset to commit (next to read), or None if nothing finished yet."""
-        return self._next
-
-    @property
     def position(self) -> int | None:
         """The first offset not yet finished (what a restart would read first), if known."""
         if self._next is not None:

@@ -25,7 +25,7 @@ import gzip
 import logging
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -33,14 +33,15 @@ from typing import Any, TextIO
 
 import orjson
 
-from consumers.targets import build_destination
-from proxy.config import ConfigError, ProxyConfig
+from consumers.config import ConsumerConfig
 from proxy.destinations.archive import escape_partition_value, finished_files
 from proxy.destinations.base import DeliveryError, Destination
-from proxy.destinations.kafka import KafkaDestination, KafkaProducer, producer_settings
+from proxy.destinations.config import KafkaConfig, KafkaDestinationConfig, SpoolConfig
+from proxy.destinations.registry import DestinationResources, build_destination
 from proxy.destinations.retry import CircuitBreaker
 from proxy.openlineage import subject_name
 from proxy.openlineage.rejected import rejected_event
+from proxy.yaml_source import ConfigError
 
 __all__ = ["ReplayFilter", "ReplayResult", "archived_days", "parse_time", "replay"]
 
@@ -51,6 +52,8 @@ log = logging.getLogger(__name__)
 _NO_NAMESPACE = f"namespace={escape_partition_value('')}"
 # Topic deliveries awaited together: enough to keep the producer's batches full.
 _TOPIC_WINDOW = 1000
+# How long the end of a replay waits for Kafka to confirm what is still queued.
+_FLUSH_SECONDS = 30.0
 
 
 def parse_time(text: str) -> datetime:
@@ -172,21 +175,45 @@ class _Progress:
 
 
 async def replay(
-    config: ProxyConfig,
+    consumers: Mapping[str, ConsumerConfig],
+    kafka: KafkaConfig,
     archive: Path,
     to: str,
     keep: ReplayFilter,
     progress_stream: TextIO | None = sys.stderr,
 ) -> ReplayResult:
-    """Send the archived events to consumer ``to``'s target, or else to topic ``to``."""
+    """Send the archived events to consumer ``to``'s target, or else to topic ``to`` of
+    the ``kafka`` cluster."""
     result = ReplayResult()
     progress = _Progress(progress_stream)
-    # Blocking set-up (producer start, topic creation) off the loop.
-    destination, producer = await asyncio.to_thread(_destination, config, to)
-    await destination.start()
+    to_topic = to not in consumers
+    if to_topic and kafka.bootstrap_servers == "embedded":
+        raise ConfigError(
+            f"--to {to}: not a configured consumer, and as a topic it needs a real Kafka "
+            "cluster (kafka.bootstrap_servers is 'embedded')"
+        )
+    # A replayed event is only counted once its destination has it: no spool.
+    resources = DestinationResources(
+        kafka.model_copy(update={"spool": SpoolConfig(enabled=False)}), archive_root=Path.cwd()
+    )
+    try:
+        destination = await build_destination(
+            to,
+            KafkaDestinationConfig(kind="kafka", topic=to)
+            if to_topic
+            else consumers[to].destination(),
+            resources,
+            breaker=None if to_topic else CircuitBreaker(consumers[to].circuit_breaker),
+            on_retry=lambda error, attempt, delay: log.info(
+                "retry %d in %.1fs: %s", attempt, delay, error.reason
+            ),
+        )
+    except BaseException:
+        await resources.close(0.0)
+        raise
     try:
         async for day, entries in archived_days(archive, keep, result):
-            if producer is None:
+            if not to_topic:
                 for _, payload, event in entries:
                     await _send_one(destination, event, payload, result)
                     progress.show(day, result)
@@ -201,37 +228,8 @@ async def replay(
     finally:
         progress.done()
         await destination.close()
-        if producer is not None:
-            await asyncio.to_thread(producer.flush, 30.0)
-            producer.stop()
+        await resources.close(_FLUSH_SECONDS)
     return result
-
-
-def _destination(config: ProxyConfig, to: str) -> tuple[Destination, KafkaProducer | None]:
-    bootstrap = config.kafka.bootstrap_servers
-    if to in config.consumers:
-        target = config.consumers[to].target
-        destination = build_destination(
-            to,
-            target,
-            bootstrap,
-            breaker=CircuitBreaker(config.consumers[to].circuit_breaker),
-            on_retry=lambda error, attempt, delay: log.info(
-                "retry %d in %.1fs: %s", attempt, delay, error.reason
-            ),
-        )
-        return destination, None
-    if bootstrap == "embedded":
-        raise ConfigError(
-            f"--to {to}: not a configured consumer, and as a topic it needs a real Kafka "
-            "cluster (kafka.bootstrap_servers is 'embedded')"
-        )
-    producer = KafkaProducer(producer_settings(bootstrap, config.kafka.producer))
-    producer.start()
-    if config.kafka.create_topics:
-        partitions = (config.kafka.topic_partitions, config.kafka.topic_replication_factor)
-        producer.ensure_topics({to: partitions})
-    return KafkaDestination("replay", producer, to), producer
 
 
 async def _send_one(

@@ -10,45 +10,47 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 
 from aiohttp import web
 
+from consumers.config import ConsumerConfig
 from consumers.daemon import ConsumerDaemon
 from consumers.status import status_app
-from proxy.config import ConfigError, ProxyConfig
+from proxy.destinations.config import KafkaConfig
+from proxy.yaml_source import ConfigError
 
 __all__ = ["consume_until_signalled", "running_daemons", "select_consumers"]
 
 log = logging.getLogger(__name__)
 
 
-def select_consumers(config: ProxyConfig, names: Sequence[str]) -> list[str]:
+def select_consumers(consumers: Mapping[str, ConsumerConfig], names: Sequence[str]) -> list[str]:
     """The names to run, checked against the config; empty ``names`` means all."""
-    if not config.consumers:
+    if not consumers:
         raise ConfigError("no consumers are configured (see `consumers:` in config.yaml)")
-    unknown = [n for n in names if n not in config.consumers]
+    unknown = [n for n in names if n not in consumers]
     if unknown:
-        known = ", ".join(sorted(config.consumers))
+        known = ", ".join(sorted(consumers))
         raise ConfigError(f"unknown consumer(s) {', '.join(unknown)}; configured: {known}")
-    return list(names) or sorted(config.consumers)
+    return list(names) or sorted(consumers)
 
 
 @contextlib.asynccontextmanager
 async def running_daemons(
-    config: ProxyConfig, names: Sequence[str], bootstrap_servers: str
+    consumers: Mapping[str, ConsumerConfig], kafka: KafkaConfig, names: Sequence[str]
 ) -> AsyncIterator[list[asyncio.Task[None]]]:
     """Start the daemons (and their status servers); on exit drain, commit and leave.
 
     Yields the daemons' tasks: one ending early means that daemon failed.
     """
     stop = asyncio.Event()
-    daemons = [_daemon(config, name, bootstrap_servers) for name in names]
+    daemons = await _daemons(consumers, kafka, names)
     runners: list[web.AppRunner] = []
     tasks = [asyncio.create_task(d.run(stop), name=f"consumer-{d.name}") for d in daemons]
     try:
         for daemon in daemons:
-            consumer = config.consumers[daemon.name]
+            consumer = consumers[daemon.name]
             if consumer.status_port is None:
                 continue
             runner = web.AppRunner(status_app(daemon), access_log=None)
@@ -72,27 +74,43 @@ async def running_daemons(
                 log.error("consumer %s failed: %r", daemon.name, result)
 
 
-def _daemon(config: ProxyConfig, name: str, bootstrap_servers: str) -> ConsumerDaemon:
+async def _daemons(
+    consumers: Mapping[str, ConsumerConfig], kafka: KafkaConfig, names: Sequence[str]
+) -> list[ConsumerDaemon]:
+    """The daemons with their targets open, so that a bad target (a credential whose
+    environment variable is not set) fails the start with its consumer's name."""
+    daemons: list[ConsumerDaemon] = []
     try:
-        return ConsumerDaemon(
-            name,
-            config.consumers[name],
-            bootstrap_servers=bootstrap_servers,
-            default_topic=config.kafka.topic,
-            create_topics=config.kafka.create_topics,
-            topic_partitions=config.kafka.topic_partitions,
-        )
-    except ValueError as exc:  # e.g. a credential's environment variable is not set
-        raise ConfigError(f"consumers.{name}: {exc}") from None
+        for name in names:
+            daemon = ConsumerDaemon(
+                name,
+                consumers[name],
+                bootstrap_servers=kafka.bootstrap_servers,
+                default_topic=kafka.topic,
+                create_topics=kafka.create_topics,
+                topic_partitions=kafka.topic_partitions,
+            )
+            daemons.append(daemon)
+            try:
+                await daemon.open_destination()
+            except ValueError as exc:
+                raise ConfigError(f"consumers.{name}: {exc}") from None
+    except BaseException:
+        for daemon in daemons:
+            await daemon.close_destination()
+        raise
+    return daemons
 
 
-async def consume_until_signalled(config: ProxyConfig, names: Sequence[str]) -> bool:
+async def consume_until_signalled(
+    consumers: Mapping[str, ConsumerConfig], kafka: KafkaConfig, names: Sequence[str]
+) -> bool:
     """Run until SIGTERM/SIGINT (or a daemon fails); False if any daemon failed."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    async with running_daemons(config, names, config.kafka.bootstrap_servers) as tasks:
+    async with running_daemons(consumers, kafka, names) as tasks:
         signalled = asyncio.create_task(stop.wait())
         await asyncio.wait([signalled, *tasks], return_when=asyncio.FIRST_COMPLETED)
         signalled.cancel()

@@ -26,12 +26,12 @@ from proxy.destinations.kafka_spool import SpoolMetrics
 from proxy.destinations.registry import DestinationResources
 from proxy.http_errors import ClientFault, RequestError, error_response
 from proxy.lineage_endpoints import AUTHENTICATOR, CONFIG, PIPELINE, post_batch, post_event
+from proxy.live_rules import LiveRules
 from proxy.metrics import ProxyMetrics
 from proxy.pipeline import BestEffortQueue, EventPipeline
 from proxy.validation import EventValidator
 from proxy.validation.repairs import EventRepairer
 from routing_rules.loader import BUILTIN_RULES
-from routing_rules.reload import LiveRules
 from routing_rules.stats import RoutingStats
 
 __all__ = ["CONNECTIONS", "METRICS", "RULES", "create_app", "server_options"]

@@ -18,10 +18,53 @@ import hmac
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
-from proxy.config import AuthConfig
-from proxy.http_errors import RequestError
+from pydantic import Field, SecretStr, model_validator
 
-__all__ = ["ANONYMOUS", "Authenticator", "Principal"]
+from proxy.http_errors import RequestError
+from proxy.secrets import check_one_source, secret_value
+from proxy.strict import StrictModel
+
+__all__ = ["ANONYMOUS", "AuthConfig", "Authenticator", "Principal", "TokenConfig"]
+
+
+class TokenConfig(StrictModel):
+    name: str
+    # The secret itself, or the name of an environment variable holding it.
+    token: SecretStr | None = None
+    token_env: str | None = None
+    # Job namespaces this token may post RunEvents and JobEvents for, as globs; ["*"]
+    # allows all.
+    namespaces: list[str] = Field(default_factory=lambda: ["*"])
+    # Dataset namespaces this token may post DatasetEvents for, as globs; None: the same
+    # globs as `namespaces`.
+    dataset_namespaces: list[str] | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> TokenConfig:
+        check_one_source(self.token, self.token_env, "token or token_env")
+        return self
+
+    def secret(self) -> str:
+        return secret_value(self.token, self.token_env)
+
+    def dataset_scope(self) -> tuple[str, ...]:
+        """Globs for DatasetEvents' namespaces."""
+        return tuple(
+            self.namespaces if self.dataset_namespaces is None else self.dataset_namespaces
+        )
+
+
+class AuthConfig(StrictModel):
+    enabled: bool = False
+    tokens: list[TokenConfig] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _tokens_when_enabled(self) -> AuthConfig:
+        if self.enabled and not self.tokens:
+            raise ValueError("auth is enabled but no tokens are configured")
+        for token in self.tokens if self.enabled else []:
+            token.secret()  # a missing token_env fails here, at start
+        return self
 
 
 @dataclass(frozen=True, slots=True)

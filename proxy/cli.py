@@ -103,13 +103,13 @@ def _cmd_consume(args: argparse.Namespace) -> int:
     config = _config(args)
     if args.all == bool(args.names):
         raise ConfigError("name the consumers to run, or give --all")
-    names = select_consumers(config, [] if args.all else args.names)
+    names = select_consumers(config.consumers, [] if args.all else args.names)
     if config.kafka.bootstrap_servers == "embedded":
         raise ConfigError(
             "kafka.bootstrap_servers is 'embedded': that broker lives inside `serve`; "
             "run consumers there (server.run_consumers) or point kafka at a real cluster"
         )
-    ok = asyncio.run(consume_until_signalled(config, names))
+    ok = asyncio.run(consume_until_signalled(config.consumers, config.kafka, names))
     return EXIT_OK if ok else EXIT_INVALID
 
 
@@ -209,7 +209,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         raise ConfigError(f"--since/--until: {exc}") from None
-    result = asyncio.run(replay(config, args.archive, args.to, keep))
+    result = asyncio.run(replay(config.consumers, config.kafka, args.archive, args.to, keep))
     print(
         f"replayed {result.sent} events to {args.to}; {result.failed} not taken, "
         f"{result.unreadable} unreadable lines skipped",

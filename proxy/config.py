@@ -13,11 +13,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from consumers.config import ConsumerConfig
-from proxy.destinations.kafka import refuse_weaker_durability
-from proxy.secrets import check_one_source, secret_value
+from proxy.auth import AuthConfig, TokenConfig
+from proxy.destinations.config import KafkaConfig, SpoolConfig
+from proxy.strict import StrictModel
 from proxy.validation.repairs import REPAIR_NAMES, RepairName
 from proxy.yaml_source import (
     ConfigError,
@@ -47,13 +48,7 @@ ENV_PREFIX = "LINEAGE_PROXY__"
 MiB = 1024 * 1024
 
 
-class Section(BaseModel):
-    """Base of every config section: unknown keys are errors, values are checked on set."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ServerConfig(Section):
+class ServerConfig(StrictModel):
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65535)] = 5000
     max_body_bytes: Annotated[int, Field(gt=0)] = 5 * MiB
@@ -81,40 +76,7 @@ class ServerConfig(Section):
     max_connections: Annotated[int, Field(gt=0)] = 10_000
 
 
-class SpoolConfig(Section):
-    """The local write-ahead spool that keeps events through a Kafka outage."""
-
-    # false: no spool — when Kafka cannot confirm, clients get 503 and must resend.
-    enabled: bool = True
-    # One subdirectory per Kafka cluster; give each proxy process its own directory.
-    directory: Path = Path("var/spool")
-    # When the spool holds this much, events Kafka cannot take get 503 + Retry-After.
-    max_bytes: Annotated[int, Field(gt=0)] = 1024 * MiB
-    segment_bytes: Annotated[int, Field(gt=0)] = 16 * MiB
-    # A direct send the broker has not confirmed after this long is spooled (and may then
-    # reach Kafka twice); keep it below clients' ~5 s timeout.
-    after_seconds: Annotated[float, Field(gt=0)] = 2.5
-
-
-class KafkaConfig(Section):
-    # "embedded" starts a Kafka-protocol broker (Tansu) on a free loopback port: dev/tests only.
-    bootstrap_servers: str = "embedded"
-    topic: str = "openlineage.events"
-    create_topics: bool = True
-    topic_partitions: Annotated[int, Field(ge=1)] = 3
-    topic_replication_factor: Annotated[int, Field(ge=1)] = 1
-    # librdkafka producer settings, passed through as they are (security.protocol, sasl.*,
-    # ssl.*, compression.type, linger.ms ...). Durability settings below cannot be weakened.
-    producer: dict[str, str | int | float | bool] = Field(default_factory=dict)
-    spool: SpoolConfig = Field(default_factory=SpoolConfig)
-
-    @model_validator(mode="after")
-    def _durability_is_not_negotiable(self) -> KafkaConfig:
-        refuse_weaker_durability(self.producer)
-        return self
-
-
-class ValidationConfig(Section):
+class ValidationConfig(StrictModel):
     # repair: events that break the spec only in the ways listed in `repairs` are repaired,
     # forwarded and counted (proxy/validation/repairs.py). strict: the spec as written —
     # no repairs, and facets whose _schemaURL points at no known schema are rejected.
@@ -136,47 +98,7 @@ class ValidationConfig(Section):
         return () if self.is_strict else tuple(dict.fromkeys(self.repairs))
 
 
-class TokenConfig(Section):
-    name: str
-    # The secret itself, or the name of an environment variable holding it.
-    token: SecretStr | None = None
-    token_env: str | None = None
-    # Job namespaces this token may post RunEvents and JobEvents for, as globs; ["*"]
-    # allows all.
-    namespaces: list[str] = Field(default_factory=lambda: ["*"])
-    # Dataset namespaces this token may post DatasetEvents for, as globs; None: the same
-    # globs as `namespaces`.
-    dataset_namespaces: list[str] | None = None
-
-    @model_validator(mode="after")
-    def _one_source(self) -> TokenConfig:
-        check_one_source(self.token, self.token_env, "token or token_env")
-        return self
-
-    def secret(self) -> str:
-        return secret_value(self.token, self.token_env)
-
-    def dataset_scope(self) -> tuple[str, ...]:
-        """Globs for DatasetEvents' namespaces."""
-        return tuple(
-            self.namespaces if self.dataset_namespaces is None else self.dataset_namespaces
-        )
-
-
-class AuthConfig(Section):
-    enabled: bool = False
-    tokens: list[TokenConfig] = Field(default_factory=list)
-
-    @model_validator(mode="after")
-    def _tokens_when_enabled(self) -> AuthConfig:
-        if self.enabled and not self.tokens:
-            raise ValueError("auth is enabled but no tokens are configured")
-        for token in self.tokens if self.enabled else []:
-            token.secret()  # a missing token_env fails here, at start
-        return self
-
-
-class RoutingConfig(Section):
+class RoutingConfig(StrictModel):
     # The rules file (routing_rules/ docs); None: the built-in routing_rules/default.yaml.
     rules: Path | None = None
     # Archive destinations with a relative directory are placed under this one.
@@ -191,12 +113,12 @@ class RoutingConfig(Section):
     best_effort_concurrency: Annotated[int, Field(gt=0)] = 16
 
 
-class LoggingConfig(Section):
+class LoggingConfig(StrictModel):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     json_format: bool = False
 
 
-class ProxyConfig(Section):
+class ProxyConfig(StrictModel):
     server: ServerConfig = Field(default_factory=ServerConfig)
     kafka: KafkaConfig = Field(default_factory=KafkaConfig)
     validation: ValidationConfig = Field(default_factory=ValidationConfig)

@@ -18,7 +18,7 @@ from proxy.config import ProxyConfig
 from proxy.destinations import DeliveryError, TooLarge
 from proxy.http_errors import RequestError, detail
 from proxy.ingest import parse_json, read_body
-from proxy.pipeline import Accepted, EventPipeline, Rejection
+from proxy.pipeline import Accepted, EventPipeline, Rejection, RejectionReason
 
 __all__ = ["AUTHENTICATOR", "CONFIG", "PIPELINE", "post_batch", "post_event"]
 
@@ -57,13 +57,18 @@ def _delivery_failure(error: DeliveryError) -> Rejection:
         # Found before any destination was written: nothing is stored anywhere.
         message = f"{error.size} bytes; destination {error.destination!r} takes {error.limit}"
         return Rejection(
-            413, "too_large", "event too large; nothing was stored", [detail("", message)]
+            413,
+            RejectionReason.TOO_LARGE,
+            "event too large; nothing was stored",
+            [detail("", message)],
         )
     # Short and stable for the client; the cause (paths, broker errors) is in our log.
     name = error.destination
     if error.retriable:
-        return Rejection(503, "unavailable", f"{name} unavailable, retry later", retriable=True)
-    return Rejection(422, "undeliverable", f"{name} refused the event")
+        return Rejection(
+            503, RejectionReason.UNAVAILABLE, f"{name} unavailable, retry later", retriable=True
+        )
+    return Rejection(422, RejectionReason.UNDELIVERABLE, f"{name} refused the event")
 
 
 async def post_event(request: web.Request) -> web.Response:
@@ -81,7 +86,7 @@ async def post_event(request: web.Request) -> web.Response:
             if accepted.repairs:
                 body["repaired"] = [repair.as_json() for repair in accepted.repairs]
             return _json(200, body, _SPOOLED if spooled else None)
-    elif rejection.reason == "invalid":
+    elif rejection.reason is RejectionReason.INVALID:
         await pipeline.deliver_rejected(event, rejection)
     headers = _retry_after(request) if rejection.retriable else None
     raise RequestError(
@@ -118,7 +123,7 @@ async def post_batch(request: web.Request) -> web.Response:
         else:
             failures[index] = checked
 
-    invalid = [i for i, r in failures.items() if r.reason == "invalid"]
+    invalid = [i for i, r in failures.items() if r.reason is RejectionReason.INVALID]
     outcomes = await asyncio.gather(
         *(pipeline.deliver(accepted.event) for accepted in valid.values()),
         *(pipeline.deliver_rejected(events[i], failures[i]) for i in invalid),

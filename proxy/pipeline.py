@@ -17,6 +17,7 @@ counted.
 from __future__ import annotations
 
 import asyncio
+import enum
 import functools
 import logging
 import time
@@ -35,9 +36,19 @@ from proxy.router import Route, Router
 from proxy.validation import EventValidator
 from proxy.validation.repairs import EventRepairer, validate_or_repair
 
-__all__ = ["Accepted", "BestEffortQueue", "EventPipeline", "Rejection"]
+__all__ = ["Accepted", "BestEffortQueue", "EventPipeline", "Rejection", "RejectionReason"]
 
 log = logging.getLogger(__name__)
+
+
+class RejectionReason(enum.StrEnum):
+    """Why an event was not accepted: its answer's ``reason`` and its metrics label."""
+
+    INVALID = "invalid"  # breaks the spec: also sent to the ``rejected`` route
+    FORBIDDEN = "forbidden"
+    TOO_LARGE = "too_large"
+    UNAVAILABLE = "unavailable"
+    UNDELIVERABLE = "undeliverable"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +56,7 @@ class Rejection:
     """Why one event was not accepted; ``retriable`` tells the client whether to resend."""
 
     status: int
-    reason: str
+    reason: RejectionReason
     error: str
     details: list[dict[str, str]] = field(default_factory=list)
     retriable: bool = False
@@ -138,7 +149,7 @@ class EventPipeline:
         if issues:
             return Rejection(
                 400,
-                "invalid",
+                RejectionReason.INVALID,
                 "event does not follow the OpenLineage spec",
                 [{"pointer": i.pointer, "message": i.message} for i in issues],
             )
@@ -157,7 +168,7 @@ class EventPipeline:
             )
             return Rejection(
                 403,
-                "forbidden",
+                RejectionReason.FORBIDDEN,
                 f"token {principal.name!r} may not post events for namespace {subject[0]!r}",
                 [{"pointer": pointer, "message": f"namespace outside the token's {scope}"}],
             )

@@ -83,7 +83,7 @@ async def _serve(config: ProxyConfig) -> None:
             from consumers.run import running_daemons
 
             await running.enter_async_context(
-                running_daemons(config, config.server.run_consumers, config.kafka.bootstrap_servers)
+                running_daemons(config.consumers, config.kafka, config.server.run_consumers)
             )
         port = await running.enter_async_context(serving(app))
         log.info(

@@ -18,7 +18,9 @@ import re
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict
+from pydantic import AfterValidator
+
+from proxy.strict import StrictModel
 
 __all__ = [
     "GlobPattern",
@@ -48,13 +50,11 @@ def _valid_regex(text: str) -> str:
 Regex = Annotated[str, AfterValidator(_valid_regex)]
 
 
-class RegexPattern(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class RegexPattern(StrictModel):
     regex: Regex
 
 
-class GlobPattern(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class GlobPattern(StrictModel):
     glob: str
 
 

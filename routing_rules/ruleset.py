@@ -33,15 +33,27 @@ from typing import Any, Generic, TypeVar
 import orjson
 
 from proxy.openlineage.paths import FieldPath
-from proxy.router import Route
 from routing_rules.matcher import EventPredicate, routing_key, typed_key_value
 from routing_rules.stats import DEFAULT_RULE, RuleStats
 from routing_rules.throttle import RunningThrottle
 from routing_rules.transforms import TransformStep
 
-__all__ = ["CompiledRule", "Ruleset", "Trace"]
+__all__ = ["CompiledRule", "Route", "Ruleset", "Trace"]
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Route(Generic[T]):
+    """Where one event goes, and the event as it should be sent (rules may transform it).
+    ``T`` is :class:`~proxy.destinations.Destination` in the proxy; a dry run routes to
+    destination names."""
+
+    event: dict[str, Any]
+    destinations: Sequence[T]
+    # Why an event goes nowhere (a rule that drops it on purpose); counted, never silent.
+    dropped_by: str | None = None
+
 
 # Distinct routing keys whose candidate rules are remembered; beyond it the memo is
 # cleared (cheap to refill) so a flood of distinct jobs cannot grow memory.

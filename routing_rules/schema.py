@@ -5,7 +5,7 @@ Unknown keys are errors, so a typo fails the load with file and line (see
 into something fast to evaluate is :mod:`routing_rules.compiler`'s job.
 
 A file holds named ``destinations`` (kafka / archive / http, typed by
-:mod:`proxy.destinations.registry`), an ordered list of ``rules``, a mandatory
+:mod:`proxy.destinations.config`), an ordered list of ``rules``, a mandatory
 ``default`` route for what no rule sends anywhere, and optionally a ``rejected`` route
 for events that fail validation.
 """
@@ -15,11 +15,12 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
-from proxy.destinations.registry import DestinationConfig
+from proxy.destinations.config import DestinationConfig
 from proxy.openlineage import EventKind
 from proxy.openlineage.paths import FieldPath
+from proxy.strict import StrictModel
 from routing_rules.patterns import PatternSpec, Regex
 
 __all__ = [
@@ -45,10 +46,6 @@ EVENT_TYPES = ("START", "RUNNING", "COMPLETE", "ABORT", "FAIL", "OTHER")
 FACET_LEVELS = ("run", "job", "inputs", "outputs", "dataset")
 
 
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-
 def _field_path(text: str) -> str:
     FieldPath(text)  # raises ValueError with the reason
     return text
@@ -72,14 +69,14 @@ Path_ = Annotated[str, AfterValidator(_field_path)]
 Scalar = str | bool | int | float | None
 
 
-class DatasetCondition(Strict):
+class DatasetCondition(StrictModel):
     """Conditions on one dataset; both must hold when both are given."""
 
     namespace: PatternSpec | None = None
     name: PatternSpec | None = None
 
 
-class DatasetQuantifier(Strict):
+class DatasetQuantifier(StrictModel):
     """``any``: at least one dataset fits; ``all``: there is one and every one fits."""
 
     any_: DatasetCondition | None = Field(None, alias="any")
@@ -92,7 +89,7 @@ class DatasetQuantifier(Strict):
         return self
 
 
-class FieldTest(Strict):
+class FieldTest(StrictModel):
     """A test on the value at a field path; exactly one key."""
 
     regex: Regex | None = None
@@ -108,7 +105,7 @@ class FieldTest(Strict):
         return self
 
 
-class Match(Strict):
+class Match(StrictModel):
     """Every condition given must hold (an empty match holds for every event)."""
 
     kind: EventKind | list[EventKind] | None = None
@@ -140,7 +137,7 @@ def _check_group_references(pattern: re.Pattern[str], template: str) -> None:
             raise ValueError(f"to refers to group {ref!r}, which from_regex does not have")
 
 
-class NamespaceMapping(Strict):
+class NamespaceMapping(StrictModel):
     """Rewrite a namespace: ``from`` an exact value, or ``from_regex`` (full match, the
     ``to`` may use ``\\1`` / ``\\g<name>``)."""
 
@@ -157,12 +154,12 @@ class NamespaceMapping(Strict):
         return self
 
 
-class NamespaceMappings(Strict):
+class NamespaceMappings(StrictModel):
     datasets: list[NamespaceMapping] = Field(default_factory=list)
     jobs: list[NamespaceMapping] = Field(default_factory=list)
 
 
-class Transform(Strict):
+class Transform(StrictModel):
     """One transform step; exactly one key."""
 
     drop_facets: list[str] | None = None
@@ -181,7 +178,7 @@ class Transform(Strict):
         return self
 
 
-class Throttle(Strict):
+class Throttle(StrictModel):
     """Keep at most one RUNNING event per run per interval (other types always pass)."""
 
     interval_seconds: Annotated[float, Field(gt=0)]
@@ -189,7 +186,7 @@ class Throttle(Strict):
     max_runs: Annotated[int, Field(gt=0)] = 100_000
 
 
-class Rule(Strict):
+class Rule(StrictModel):
     name: str | None = None
     match: Match = Field(default_factory=Match)
     throttle: Throttle | None = None
@@ -209,7 +206,7 @@ class Rule(Strict):
         return self
 
 
-class DefaultRoute(Strict):
+class DefaultRoute(StrictModel):
     to: list[str] = Field(default_factory=list)
     drop: bool = False
 
@@ -220,13 +217,13 @@ class DefaultRoute(Strict):
         return self
 
 
-class RejectedRoute(Strict):
+class RejectedRoute(StrictModel):
     """Where events that fail validation go as well (the client still gets its 4xx)."""
 
     to: Annotated[list[str], Field(min_length=1)]
 
 
-class RulesFile(Strict):
+class RulesFile(StrictModel):
     version: Literal[1]
     destinations: dict[str, DestinationConfig] = Field(default_factory=dict)
     rules: list[Rule] = Field(default_factory=list)

@@ -8,6 +8,8 @@ scripts/venv.sh dev,spark
 .venv/bin/ruff format --check .
 # Types ([tool.mypy] in pyproject.toml); a warm cache makes this about a second.
 .venv/bin/mypy
+# The import contracts of pyproject.toml: fails when an arrow between layers points up.
+.venv/bin/lint-imports
 status=0
 .venv/bin/python -m pytest "$@" || status=$?
 if [ "$status" -eq 5 ]; then

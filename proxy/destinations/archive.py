@@ -56,9 +56,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
 
 from proxy.destinations.archive_layout import (
     DEFAULT_PARTITION,
@@ -69,12 +67,12 @@ from proxy.destinations.archive_layout import (
     is_finished_file,
 )
 from proxy.destinations.base import DeliveryError
+from proxy.destinations.config import ArchiveDestinationConfig
 
 __all__ = [
     "DEFAULT_PARTITION",
     "IN_PROGRESS_SUFFIX",
     "ArchiveDestination",
-    "ArchiveDestinationConfig",
     "ArchiveWriter",
     "archive_destination",
     "escape_partition_value",
@@ -517,22 +515,6 @@ class ArchiveDestination:
 
     async def close(self) -> None:
         await self.writer.close()
-
-
-class ArchiveDestinationConfig(BaseModel):
-    """An ``archive`` destination in a rules file (or a consumer's ``archive`` target)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    kind: Literal["archive"]
-    # Relative: under routing.archive_root of config.yaml.
-    directory: Path
-    gzip: bool = False
-    max_file_bytes: Annotated[int, Field(gt=0)] = 128 * MiB
-    max_file_age_seconds: Annotated[float, Field(gt=0)] = 300.0
-    max_open_files: Annotated[int, Field(gt=0)] = 64
-    # A write not fsynced by then answers 503 (under openlineage-python's ~5 s timeout).
-    write_timeout_seconds: Annotated[float, Field(gt=0)] = 4.0
 
 
 def archive_destination(

@@ -34,46 +34,9 @@ __all__ = [
     "KafkaDestination",
     "KafkaProducer",
     "event_headers",
-    "producer_settings",
-    "refuse_weaker_durability",
 ]
 
 log = logging.getLogger(__name__)
-
-# What makes "2xx means durable" true; user settings may not override these.
-_DURABLE = {"acks": "all", "enable.idempotence": True}
-_DEFAULTS: dict[str, Any] = {
-    "linger.ms": 5,
-    "compression.type": "lz4",
-    # Answer 503 before openlineage-python's own ~5 s timeout fires, so the client
-    # hears "retry" instead of guessing.
-    "delivery.timeout.ms": 4000,
-    "request.timeout.ms": 3000,
-    "socket.keepalive.enable": True,
-}
-
-
-def refuse_weaker_durability(overrides: Mapping[str, Any]) -> None:
-    """Raise ValueError when user settings try to weaken acks=all or idempotence."""
-    forced = {"acks": ("all", "-1", -1), "enable.idempotence": (True, "true")}
-    for key, allowed in forced.items():
-        if key in overrides and overrides[key] not in allowed:
-            raise ValueError(
-                f"producer.{key}={overrides[key]!r} would break the promise that a 2xx "
-                "means the event is durable; remove it"
-            )
-
-
-def producer_settings(
-    bootstrap_servers: str, overrides: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
-    """librdkafka settings: our defaults, then the user's, then the durability guarantees."""
-    return {
-        **_DEFAULTS,
-        "bootstrap.servers": bootstrap_servers,
-        **(overrides or {}),
-        **_DURABLE,
-    }
 
 
 def event_headers(event: dict[str, Any]) -> list[tuple[str, bytes]]:

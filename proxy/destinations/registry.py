@@ -1,9 +1,8 @@
-"""Destination kinds (kafka, archive, http): ``kind`` → typed config and builder, and the
-resources they share.
+"""Destination kinds (kafka, archive, http): ``kind`` → builder, and the resources they
+share.
 
-A rules file declares destinations by name with a ``kind``; pydantic picks the config
-class by that ``kind`` (an unknown kind or key is a load error with file and line), and
-:func:`build_destination` turns a config into a live :class:`Destination`. Kafka
+The configs are :mod:`proxy.destinations.config` (pure, read by rules files and consumers);
+:func:`build_destination` turns one into a live :class:`Destination`. Kafka
 destinations share one producer unless their ``producer`` overrides differ; relative
 archive directories are placed under the configured archive root.
 """
@@ -16,84 +15,31 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
-
-from proxy.config import KafkaConfig
-from proxy.destinations.archive import ArchiveDestinationConfig, archive_destination
+from proxy.destinations.archive import archive_destination
 from proxy.destinations.base import Destination
-from proxy.destinations.http import HttpTargetConfig, http_destination
-from proxy.destinations.kafka import (
-    KafkaDestination,
-    KafkaProducer,
+from proxy.destinations.config import (
+    ArchiveDestinationConfig,
+    DestinationConfig,
+    HttpDestinationConfig,
+    KafkaConfig,
+    KafkaDestinationConfig,
     producer_settings,
-    refuse_weaker_durability,
 )
+from proxy.destinations.http.destination import HttpDestination
+from proxy.destinations.kafka import KafkaDestination, KafkaProducer
 from proxy.destinations.kafka_keys import key_function
 from proxy.destinations.kafka_spool import KafkaSpool, spool_directory
-from proxy.destinations.retry import CircuitBreaker
+from proxy.destinations.retry import CircuitBreaker, OnRetry, RetryingDestination
 from proxy.destinations.spool import Spool
 
-__all__ = [
-    "ArchiveDestinationConfig",
-    "DestinationConfig",
-    "DestinationResources",
-    "HttpDestinationConfig",
-    "KafkaDestinationConfig",
-    "archive_destination",
-    "build_destination",
-]
+__all__ = ["DestinationResources", "build_destination"]
 
 log = logging.getLogger(__name__)
 
 # How long shutdown waits for Kafka to confirm what a spool drainer had sent.
 _SPOOLED_FLUSH_SECONDS = 2.0
-
-
-class _Config(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-def _key_strategy(text: str) -> str:
-    key_function(text)  # raises ValueError naming the problem
-    return text
-
-
-class KafkaDestinationConfig(_Config):
-    kind: Literal["kafka"]
-    # Default: kafka.topic of config.yaml.
-    topic: str | None = None
-    # run | job | dataset | none | a template of field paths such as "{job.namespace}".
-    key: Annotated[str, AfterValidator(_key_strategy)] = "run"
-    # Added to every message, after the ol_* headers.
-    headers: dict[str, str] = Field(default_factory=dict)
-    # librdkafka settings on top of kafka.producer; a separate producer when non-empty.
-    producer: dict[str, str | int | float | bool] = Field(default_factory=dict)
-    # Used when the topic is created; default: kafka.topic_partitions / _replication_factor.
-    partitions: Annotated[int, Field(ge=1)] | None = None
-    replication_factor: Annotated[int, Field(ge=1)] | None = None
-
-    @model_validator(mode="after")
-    def _durability_is_not_negotiable(self) -> KafkaDestinationConfig:
-        refuse_weaker_durability(self.producer)
-        return self
-
-
-class HttpDestinationConfig(_Config):
-    kind: Literal["http"]
-    # The target adapter and its settings (url, headers, auth, timeout_seconds, retry):
-    # kind http (generic), marquez, egeria or datahub — see proxy/destinations/http/.
-    target: HttpTargetConfig
-    # false: best effort, sent off the request path; true: the client's 2xx waits for
-    # the target (keep its timeout and retries short, clients give up after ~5 s).
-    required: bool = False
-
-
-DestinationConfig = Annotated[
-    KafkaDestinationConfig | ArchiveDestinationConfig | HttpDestinationConfig,
-    Field(discriminator="kind"),
-]
 
 
 class DestinationResources:
@@ -113,9 +59,14 @@ class DestinationResources:
         # One spool per cluster (bootstrap servers), shared by its producers' destinations.
         self._spools: dict[str, KafkaSpool] = {}
 
-    def producer(self, overrides: Mapping[str, Any]) -> KafkaProducer:
+    def producer(
+        self, overrides: Mapping[str, Any], bootstrap_servers: str | None = None
+    ) -> KafkaProducer:
+        """The started producer for these settings, on ``bootstrap_servers`` (default: the
+        configured cluster)."""
         settings = producer_settings(
-            self.kafka.bootstrap_servers, {**self.kafka.producer, **overrides}
+            bootstrap_servers or self.kafka.bootstrap_servers,
+            {**self.kafka.producer, **overrides},
         )
         key = tuple(sorted(settings.items()))
         if key not in self._producers:
@@ -201,7 +152,7 @@ class DestinationResources:
 async def _build_kafka(
     name: str, config: KafkaDestinationConfig, resources: DestinationResources
 ) -> Destination:
-    producer = resources.producer(config.producer)
+    producer = resources.producer(config.producer, config.bootstrap_servers)
     topic = config.topic or resources.kafka.topic
     await resources.ensure_topic(producer, topic, config)
     return KafkaDestination(
@@ -224,7 +175,7 @@ async def _build_archive(
 async def _build_http(
     name: str, config: HttpDestinationConfig, resources: DestinationResources
 ) -> Destination:
-    destination = http_destination(name, config.target, breaker=CircuitBreaker())
+    destination = HttpDestination(name, config.target)
     # Durability is the route's promise, not the adapter's: a required target makes the
     # client's answer wait for it like Kafka and the archive.
     destination.durable = config.required
@@ -239,9 +190,23 @@ _BUILDERS: dict[str, Callable[[str, Any, DestinationResources], Any]] = {
 
 
 async def build_destination(
-    name: str, config: DestinationConfig, resources: DestinationResources
+    name: str,
+    config: DestinationConfig,
+    resources: DestinationResources,
+    *,
+    breaker: CircuitBreaker | None = None,
+    on_retry: OnRetry | None = None,
 ) -> Destination:
-    """A started destination for ``config`` (topics ensured, files opened)."""
+    """A started destination for ``config`` (topics ensured, files opened).
+
+    With a ``retry`` policy in ``config`` it is wrapped once, the same way for every kind
+    and for routes and consumers alike: retried per the policy and paced by ``breaker``
+    (a fresh one by default).
+    """
     destination: Destination = await _BUILDERS[config.kind](name, config, resources)
+    if config.retry is not None:
+        destination = RetryingDestination(
+            destination, config.retry, breaker=breaker or CircuitBreaker(), on_retry=on_retry
+        )
     await destination.start()
     return destination

@@ -23,11 +23,10 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Annotated, Any, TypeVar
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
-from proxy.destinations.base import DeliveryError, Destination
+from proxy.destinations.base import DeliveryError, Destination, payload_limit
+from proxy.destinations.retry_config import BreakerConfig, RetryConfig
 
 __all__ = [
     "BreakerConfig",
@@ -46,26 +45,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 OnRetry = Callable[[DeliveryError, int, float], None]
-
-
-class RetryConfig(BaseModel):
-    """How often and how patiently a failed delivery is tried again."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    # Attempts in total before a retriable failure is given up, the first included; 1
-    # means "never retry", null "until delivered". Proxy routes only: consumer daemons
-    # and replay never give up on a retriable failure (see :meth:`until_delivered`).
-    max_attempts: Annotated[int, Field(ge=1)] | None = 5
-    initial_backoff_seconds: Annotated[float, Field(gt=0)] = 0.5
-    # The backoff's cap: also how long a failing event may wait after its target is back.
-    max_backoff_seconds: Annotated[float, Field(gt=0)] = 5.0
-    # A target's Retry-After is honoured up to this many seconds.
-    max_retry_after_seconds: Annotated[float, Field(ge=0)] = 300.0
-
-    def until_delivered(self) -> RetryConfig:
-        """The same backoff, never giving up on a retriable failure."""
-        return self.model_copy(update={"max_attempts": None})
 
 
 class Verdict(enum.Enum):
@@ -101,26 +80,6 @@ def _delay(error: DeliveryError, attempt: int, config: RetryConfig) -> float:
     if error.retry_after is not None:
         return min(max(error.retry_after, 0.0), config.max_retry_after_seconds)
     return backoff_seconds(attempt, config)
-
-
-class BreakerConfig(BaseModel):
-    """When a failing target's circuit opens, and how often it is probed while open."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    # Retriable failures in a row that open the circuit: deliveries pause, one probe
-    # goes out per probe interval, and nothing is dead-lettered while the target is down.
-    threshold: Annotated[int, Field(ge=1)] = 5
-    # The first probe interval; it doubles after each failed probe up to max_open_seconds,
-    # which bounds how long a recovered target waits for traffic again.
-    open_seconds: Annotated[float, Field(gt=0)] = 1.0
-    max_open_seconds: Annotated[float, Field(gt=0)] = 5.0
-
-    @model_validator(mode="after")
-    def _first_interval_within_the_cap(self) -> BreakerConfig:
-        if self.open_seconds > self.max_open_seconds:
-            raise ValueError("open_seconds must not exceed max_open_seconds")
-        return self
 
 
 class CircuitState(enum.Enum):
@@ -279,11 +238,17 @@ class RetryingDestination:
         self.breaker = breaker
         self.on_retry = on_retry
 
+    @property
+    def max_payload_bytes(self) -> int | None:
+        """The inner destination's payload limit (Kafka learns it at start)."""
+        return payload_limit(self.inner)
+
     async def start(self) -> None:
         await self.inner.start()
 
-    async def deliver(self, event: dict[str, Any], payload: bytes) -> None:
-        await deliver_with_retries(
+    async def deliver(self, event: dict[str, Any], payload: bytes) -> bool | None:
+        """The inner delivery's answer (True: held in a local spool), once it succeeded."""
+        return await deliver_with_retries(
             lambda: self.inner.deliver(event, payload),
             self.config,
             breaker=self.breaker,

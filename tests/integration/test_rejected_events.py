@@ -65,7 +65,9 @@ async def test_refused_events_are_kept_with_reasons_in_kafka_and_archive_then_re
                 }
             }
         )
-        result = await replay(config, tmp_path / "rejected", "proxy", ReplayFilter(), None)
+        result = await replay(
+            config.consumers, config.kafka, tmp_path / "rejected", "proxy", ReplayFilter(), None
+        )
     assert (result.sent, result.failed) == (1, 1)  # the bad runId is still refused
     landed = [orjson.loads(r.value) for r in read_topic(broker.bootstrap_servers, topic, expect=2)]
     replayed = [e for e in landed if e["run"]["runId"] == naive["run"]["runId"]]

@@ -19,6 +19,7 @@ import aiohttp
 
 from proxy.destinations.base import DeliveryError
 from proxy.destinations.http.target import HttpTarget
+from proxy.destinations.retry import CircuitBreaker, OnRetry, RetryingDestination
 
 __all__ = ["EXCERPT_BYTES", "HttpDeliveryError", "HttpDestination", "parse_retry_after"]
 
@@ -119,3 +120,16 @@ class HttpDestination:
             # Let the connector's transports finish closing (aiohttp's advice).
             await asyncio.sleep(0)
             self._session = None
+
+
+def http_destination(
+    name: str,
+    target: HttpTarget,
+    *,
+    breaker: CircuitBreaker | None = None,
+    on_retry: OnRetry | None = None,
+) -> RetryingDestination:
+    """An HTTP destination for ``target`` that retries per ``target.retry``."""
+    return RetryingDestination(
+        HttpDestination(name, target), target.retry, breaker=breaker, on_retry=on_retry
+    )

@@ -12,10 +12,11 @@ import base64
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
-from proxy.destinations.retry import RetryConfig
+from proxy.destinations.retry_config import RetryConfig
 from proxy.secrets import check_one_source, secret_value
+from proxy.strict import StrictModel
 
 __all__ = [
     "ACCEPTED",
@@ -57,11 +58,7 @@ def judge_status(status: int) -> Verdict:
     return Verdict(False, False, f"HTTP {status}")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class BearerAuth(_Strict):
+class BearerAuth(StrictModel):
     type: Literal["bearer"]
     # The token itself, or the name of an environment variable holding it.
     token: SecretStr | None = None
@@ -76,7 +73,7 @@ class BearerAuth(_Strict):
         return f"Bearer {secret_value(self.token, self.token_env)}"
 
 
-class BasicAuth(_Strict):
+class BasicAuth(StrictModel):
     type: Literal["basic"]
     username: str
     password: SecretStr | None = None
@@ -92,7 +89,7 @@ class BasicAuth(_Strict):
         return "Basic " + base64.b64encode(f"{self.username}:{password}".encode()).decode()
 
 
-class HttpTarget(_Strict):
+class HttpTarget(StrictModel):
     """Settings every HTTP target has; subclasses add a ``kind`` and their knowledge."""
 
     kind: str

@@ -1,4 +1,6 @@
-"""The HTTP target kinds: ``kind`` → model (a plain dict), and the config union over them."""
+"""The HTTP target kinds: ``kind`` → model (a plain dict), and the config union over them.
+
+Pure configuration (no aiohttp): :mod:`proxy.destinations.config` builds on it."""
 
 from __future__ import annotations
 
@@ -7,14 +9,12 @@ from typing import Annotated
 from pydantic import Field
 
 from proxy.destinations.http.datahub import DataHubTarget
-from proxy.destinations.http.destination import HttpDestination
 from proxy.destinations.http.egeria import EgeriaTarget
 from proxy.destinations.http.generic import GenericHttpTarget
 from proxy.destinations.http.marquez import MarquezTarget
 from proxy.destinations.http.target import HttpTarget
-from proxy.destinations.retry import CircuitBreaker, OnRetry, RetryingDestination
 
-__all__ = ["TARGETS", "HttpTargetConfig", "http_destination"]
+__all__ = ["TARGETS", "HttpTargetConfig"]
 
 TARGETS: dict[str, type[HttpTarget]] = {
     "http": GenericHttpTarget,
@@ -28,16 +28,3 @@ HttpTargetConfig = Annotated[
     GenericHttpTarget | MarquezTarget | EgeriaTarget | DataHubTarget,
     Field(discriminator="kind"),
 ]
-
-
-def http_destination(
-    name: str,
-    target: HttpTarget,
-    *,
-    breaker: CircuitBreaker | None = None,
-    on_retry: OnRetry | None = None,
-) -> RetryingDestination:
-    """An HTTP destination for ``target`` that retries per ``target.retry``."""
-    return RetryingDestination(
-        HttpDestination(name, target), target.retry, breaker=breaker, on_retry=on_retry
-    )

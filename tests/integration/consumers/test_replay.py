@@ -11,8 +11,9 @@ import orjson
 import pytest
 import yaml
 
+from consumers.config import ConsumerConfig
 from consumers.replay import ReplayFilter, parse_time, replay
-from proxy.config import ProxyConfig
+from proxy.config import KafkaConfig, ProxyConfig
 from proxy.destinations.archive import ArchiveWriter
 from tests.conftest import REPO
 from tests.doubles.marquez_double import MarquezDouble
@@ -52,8 +53,10 @@ async def _archive(directory) -> list[dict]:
     return events
 
 
-def _config(marquez_url: str, bootstrap: str = "embedded") -> ProxyConfig:
-    return ProxyConfig.model_validate(
+def _sections(
+    marquez_url: str, bootstrap: str = "embedded"
+) -> tuple[dict[str, ConsumerConfig], KafkaConfig]:
+    config = ProxyConfig.model_validate(
         {
             "kafka": {"bootstrap_servers": bootstrap},
             "consumers": {
@@ -67,6 +70,7 @@ def _config(marquez_url: str, bootstrap: str = "embedded") -> ProxyConfig:
             },
         }
     )
+    return config.consumers, config.kafka
 
 
 def _times(events):
@@ -76,7 +80,7 @@ def _times(events):
 async def test_replay_to_a_consumer_target_in_event_time_order(tmp_path):
     archived = await _archive(tmp_path)
     async with MarquezDouble() as marquez:
-        result = await replay(_config(marquez.url), tmp_path, "backfill", ReplayFilter())
+        result = await replay(*_sections(marquez.url), tmp_path, "backfill", ReplayFilter())
     assert result.sent == len(archived) and result.failed == 0
     assert _times(marquez.events) == sorted(_times(archived))
     assert sorted(e["run"]["runId"] for e in marquez.events) == sorted(
@@ -90,7 +94,7 @@ async def test_replay_filters_by_time_window_and_namespace(tmp_path):
         since=parse_time("2026-11-20T13:00:00Z"), until=parse_time("2026-11-22"), namespace="team-a"
     )
     async with MarquezDouble() as marquez:
-        result = await replay(_config(marquez.url), tmp_path, "backfill", keep)
+        result = await replay(*_sections(marquez.url), tmp_path, "backfill", keep)
     assert [e["eventTime"] for e in marquez.events] == [
         "2026-11-21T09:00:00+01:00",
         "2026-11-21T10:00:05Z",
@@ -108,7 +112,7 @@ async def test_events_the_target_refuses_are_counted_and_the_rest_still_sent(tmp
         await writer.write(event, orjson.dumps(event))
     await writer.close()
     async with MarquezDouble() as marquez:
-        result = await replay(_config(marquez.url), tmp_path, "backfill", ReplayFilter())
+        result = await replay(*_sections(marquez.url), tmp_path, "backfill", ReplayFilter())
     assert (result.sent, result.failed) == (1, 1)
     assert marquez.events == [good]
 
@@ -148,6 +152,6 @@ async def test_progress_is_shown_on_a_terminal_only(tmp_path):
     terminal, pipe = _Terminal(), io.StringIO()
     async with MarquezDouble() as marquez:
         for stream in (terminal, pipe):
-            await replay(_config(marquez.url), tmp_path, "backfill", ReplayFilter(), stream)
+            await replay(*_sections(marquez.url), tmp_path, "backfill", ReplayFilter(), stream)
     assert f"\rreplay: 2026-11-22  sent {len(ARCHIVED)}" in terminal.getvalue()
     assert pipe.getvalue() == ""

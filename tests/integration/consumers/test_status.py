@@ -83,7 +83,7 @@ async def test_two_daemons_in_one_process_with_status_endpoints(broker, topic_wi
         await marquez.down()
         base = f"http://127.0.0.1:{port}"
         async with (
-            running_daemons(config, ["marquez", "datahub"], broker.bootstrap_servers),
+            running_daemons(config.consumers, config.kafka, ["marquez", "datahub"]),
             aiohttp.ClientSession() as session,
         ):
             await asyncio.to_thread(produce, broker.bootstrap_servers, topic, encoded(events))
@@ -138,7 +138,7 @@ async def test_healthz_is_503_while_kafka_is_unreachable_then_200_once_it_is_bac
 
     try:
         async with (
-            running_daemons(config, ["marquez"], kafka.bootstrap_servers),
+            running_daemons(config.consumers, config.kafka, ["marquez"]),
             aiohttp.ClientSession() as session,
         ):
             status, health = await health_when(session, lambda s, h: len(h["problems"]) == 2)

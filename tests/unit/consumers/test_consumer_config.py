@@ -105,3 +105,22 @@ def test_consumer_retry_defaults_never_give_up_and_are_capped_low(tmp_path):
     assert marquez.target.retry.max_backoff_seconds <= 5
     # A dumped config loads again (as tests and tools round-trip it).
     assert type(config).model_validate(config.model_dump()) == config
+
+
+def test_a_consumer_target_may_use_the_rules_file_spelling_of_an_http_target(tmp_path):
+    wrapped = GOOD.replace(
+        "      kind: marquez\n      url: http://marquez:5000",
+        "      kind: http\n      target: {kind: marquez, url: http://marquez:5000}",
+    )
+    direct = load_config(_write(tmp_path, GOOD), environ={}).consumers["to-marquez"]
+    config = load_config(_write(tmp_path, wrapped), environ={}).consumers["to-marquez"]
+    assert config.target == direct.target and config.target.kind == "marquez"
+
+
+def test_a_consumer_kafka_target_must_name_its_topic(tmp_path):
+    path = _write(
+        tmp_path,
+        GOOD.replace("      kind: marquez\n      url: http://marquez:5000", "      kind: kafka"),
+    )
+    with pytest.raises(ConfigError, match="needs the topic"):
+        load_config(path, environ={})

@@ -5,7 +5,7 @@ from __future__ import annotations
 from confluent_kafka import Message
 
 from consumers.dead_letter import dead_letter_headers
-from proxy.destinations.http import HttpDeliveryError
+from proxy.destinations.http.destination import HttpDeliveryError
 
 
 def test_null_source_header_is_kept_and_earlier_dlq_headers_are_replaced():

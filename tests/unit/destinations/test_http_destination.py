@@ -7,15 +7,11 @@ import socket
 import orjson
 import pytest
 
-from proxy.destinations.http import (
-    DataHubTarget,
-    EgeriaTarget,
-    GenericHttpTarget,
-    HttpDeliveryError,
-    HttpDestination,
-    MarquezTarget,
-    http_destination,
-)
+from proxy.destinations.http.datahub import DataHubTarget
+from proxy.destinations.http.destination import HttpDeliveryError, HttpDestination, http_destination
+from proxy.destinations.http.egeria import EgeriaTarget
+from proxy.destinations.http.generic import GenericHttpTarget
+from proxy.destinations.http.marquez import MarquezTarget
 from tests.doubles.datahub_double import DataHubDouble
 from tests.doubles.egeria_double import EgeriaDouble
 from tests.doubles.marquez_double import MarquezDouble

@@ -5,15 +5,12 @@ from __future__ import annotations
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from proxy.destinations.http import (
-    TARGETS,
-    DataHubTarget,
-    EgeriaTarget,
-    GenericHttpTarget,
-    HttpTargetConfig,
-    MarquezTarget,
-)
+from proxy.destinations.http.datahub import DataHubTarget
 from proxy.destinations.http.destination import parse_retry_after
+from proxy.destinations.http.egeria import EgeriaTarget
+from proxy.destinations.http.generic import GenericHttpTarget
+from proxy.destinations.http.marquez import MarquezTarget
+from proxy.destinations.http.targets import TARGETS, HttpTargetConfig
 
 marquez = MarquezTarget(kind="marquez")
 egeria = EgeriaTarget(kind="egeria", url="https://egeria:9443", server="s1", user="u1")

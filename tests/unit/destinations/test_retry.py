@@ -7,12 +7,13 @@ import asyncio
 
 import pytest
 
-from proxy.destinations import DeliveryError
+from proxy.destinations import DeliveryError, payload_limit
 from proxy.destinations.retry import (
     BreakerConfig,
     CircuitBreaker,
     CircuitState,
     RetryConfig,
+    RetryingDestination,
     Verdict,
     backoff_seconds,
     deliver_with_retries,
@@ -210,3 +211,27 @@ def test_failed_probe_reopens_for_longer():
     down._probing = True  # as wait_turn sets it for the probe
     assert down.record_failure() is False
     assert down.state is CircuitState.OPEN and down._open_seconds == 2
+
+
+class SpoolingKafkaLike:
+    """A destination with a payload limit that answers "held in the local spool"."""
+
+    name = "k"
+    durable = True
+    max_payload_bytes = 1000
+
+    async def start(self) -> None: ...
+
+    async def deliver(self, event, payload) -> bool:
+        return True
+
+    async def ready(self) -> bool:
+        return True
+
+    async def close(self) -> None: ...
+
+
+async def test_the_retry_wrapper_keeps_the_payload_limit_and_the_spooled_answer():
+    wrapped = RetryingDestination(SpoolingKafkaLike(), FAST)
+    assert payload_limit(wrapped) == 1000
+    assert await wrapped.deliver({}, b"{}") is True

@@ -12,8 +12,8 @@ import pytest
 from proxy.config import KafkaConfig
 from proxy.destinations.archive import finished_files
 from proxy.destinations.registry import DestinationResources
+from proxy.live_rules import LiveRules
 from proxy.yaml_source import ConfigError
-from routing_rules.reload import LiveRules
 from routing_rules.stats import RoutingStats
 from tests.sample_events import run_event
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import copy
 
 from proxy.destinations.kafka import event_headers
+from proxy.live_rules import RulesRouter
 from proxy.openlineage.repaired import Repair, RepairedEvent
-from routing_rules.router import RulesRouter
 from routing_rules.ruleset import Trace
 from routing_rules.transforms import PRODUCER, REDACTED
 from tests.sample_events import dataset_event, rich_run_event, run_event

@@ -3,7 +3,8 @@
 :class:`LiveRules` reads the rules file, builds the destinations it names through
 :mod:`proxy.destinations.registry` (reusing the live ones whose name and config did not
 change, so an archive keeps its open files and Kafka its producer), compiles the rules
-and swaps them into the :class:`~routing_rules.router.RulesRouter` in one assignment.
+and swaps them into the :class:`RulesRouter` in one assignment, so an event is always
+routed by one whole ruleset, old or new, never a mix.
 
 Reload happens on SIGHUP (``serve`` calls :meth:`LiveRules.request_reload`) and when the
 file's mtime, size or inode changes (:meth:`LiveRules.watch` polls with ``os.stat`` on a
@@ -19,19 +20,22 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Coroutine
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from proxy.destinations import Destination
-from proxy.destinations.registry import DestinationConfig, DestinationResources, build_destination
+from proxy.destinations.config import DestinationConfig
+from proxy.destinations.registry import DestinationResources, build_destination
+from proxy.openlineage.repaired import RepairedEvent
 from proxy.yaml_source import ConfigError
 from routing_rules.compiler import compile_rules
 from routing_rules.loader import load_rules_file
-from routing_rules.router import RulesRouter
-from routing_rules.ruleset import Ruleset
+from routing_rules.ruleset import Route, Ruleset
 from routing_rules.schema import RulesFile
 from routing_rules.stats import RoutingStats
 
-__all__ = ["LiveRules"]
+__all__ = ["LiveRules", "RulesRouter"]
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +54,23 @@ def _file_state(path: Path) -> tuple[int, int, int] | None:
     except OSError:
         return None
     return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+class RulesRouter:
+    """The proxy's :class:`~proxy.router.Router`: route by the current ruleset."""
+
+    def __init__(self, ruleset: Ruleset[Destination]) -> None:
+        self.ruleset = ruleset
+
+    def route(self, event: dict[str, Any]) -> Route[Destination]:
+        route = self.ruleset.route(event)
+        if isinstance(event, RepairedEvent) and route.event is not event:
+            # Transforms work on a plain copy; what was repaired still travels with it.
+            return replace(route, event=RepairedEvent(route.event, event.repairs))
+        return route
+
+    def route_rejected(self, envelope: dict[str, Any]) -> Route[Destination]:
+        return Route(envelope, self.ruleset.rejected)
 
 
 class LiveRules:

@@ -1,0 +1,178 @@
+"""What a destination is configured with, for every kind: the one config union.
+
+A rules file's ``destinations:`` and a consumer's ``target:`` are both read with these
+models; ``kind`` picks the class (an unknown kind or key is a load error with file and
+line). This module is pure configuration — importing it loads neither aiohttp,
+librdkafka nor the archive writer — so the rule language and config loading can use it
+without starting anything. Turning a config into a live destination is
+:mod:`proxy.destinations.registry`'s job.
+
+The Kafka settings of config.yaml (``kafka:``) and the durability rules every producer
+obeys live here too: they are what a Kafka destination is configured with.
+
+Every kind takes a ``retry`` policy (:class:`RetryConfig`; for ``http`` it sits in the
+target): with one, :func:`~proxy.destinations.registry.build_destination` wraps the
+destination in the retry loop and a circuit breaker. Routes leave it unset for kafka and
+archive (the client retries); consumers always set it, never giving up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, Field, model_validator
+
+from proxy.destinations.http.targets import HttpTargetConfig
+from proxy.destinations.kafka_keys import key_function
+from proxy.destinations.retry_config import RetryConfig
+from proxy.strict import StrictModel
+
+__all__ = [
+    "ArchiveDestinationConfig",
+    "DestinationConfig",
+    "HttpDestinationConfig",
+    "KafkaConfig",
+    "KafkaDestinationConfig",
+    "SpoolConfig",
+    "producer_settings",
+    "refuse_weaker_durability",
+]
+
+MiB = 1024 * 1024
+
+# What makes "2xx means durable" true; user settings may not override these.
+_DURABLE = {"acks": "all", "enable.idempotence": True}
+_DEFAULTS: dict[str, Any] = {
+    "linger.ms": 5,
+    "compression.type": "lz4",
+    # Answer 503 before openlineage-python's own ~5 s timeout fires, so the client
+    # hears "retry" instead of guessing.
+    "delivery.timeout.ms": 4000,
+    "request.timeout.ms": 3000,
+    "socket.keepalive.enable": True,
+}
+
+
+def refuse_weaker_durability(overrides: Mapping[str, Any]) -> None:
+    """Raise ValueError when user settings try to weaken acks=all or idempotence."""
+    forced = {"acks": ("all", "-1", -1), "enable.idempotence": (True, "true")}
+    for key, allowed in forced.items():
+        if key in overrides and overrides[key] not in allowed:
+            raise ValueError(
+                f"producer.{key}={overrides[key]!r} would break the promise that a 2xx "
+                "means the event is durable; remove it"
+            )
+
+
+def producer_settings(
+    bootstrap_servers: str, overrides: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """librdkafka settings: our defaults, then the user's, then the durability guarantees."""
+    return {
+        **_DEFAULTS,
+        "bootstrap.servers": bootstrap_servers,
+        **(overrides or {}),
+        **_DURABLE,
+    }
+
+
+class SpoolConfig(StrictModel):
+    """The local write-ahead spool that keeps events through a Kafka outage."""
+
+    # false: no spool — when Kafka cannot confirm, clients get 503 and must resend.
+    enabled: bool = True
+    # One subdirectory per Kafka cluster; give each proxy process its own directory.
+    directory: Path = Path("var/spool")
+    # When the spool holds this much, events Kafka cannot take get 503 + Retry-After.
+    max_bytes: Annotated[int, Field(gt=0)] = 1024 * MiB
+    segment_bytes: Annotated[int, Field(gt=0)] = 16 * MiB
+    # A direct send the broker has not confirmed after this long is spooled (and may then
+    # reach Kafka twice); keep it below clients' ~5 s timeout.
+    after_seconds: Annotated[float, Field(gt=0)] = 2.5
+
+
+class KafkaConfig(StrictModel):
+    """The ``kafka:`` section of config.yaml: the cluster every Kafka destination uses."""
+
+    # "embedded" starts a Kafka-protocol broker (Tansu) on a free loopback port: dev/tests only.
+    bootstrap_servers: str = "embedded"
+    topic: str = "openlineage.events"
+    create_topics: bool = True
+    topic_partitions: Annotated[int, Field(ge=1)] = 3
+    topic_replication_factor: Annotated[int, Field(ge=1)] = 1
+    # librdkafka producer settings, passed through as they are (security.protocol, sasl.*,
+    # ssl.*, compression.type, linger.ms ...). Durability settings below cannot be weakened.
+    producer: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    spool: SpoolConfig = Field(default_factory=SpoolConfig)
+
+    @model_validator(mode="after")
+    def _durability_is_not_negotiable(self) -> KafkaConfig:
+        refuse_weaker_durability(self.producer)
+        return self
+
+
+def _key_strategy(text: str) -> str:
+    key_function(text)  # raises ValueError naming the problem
+    return text
+
+
+class KafkaDestinationConfig(StrictModel):
+    kind: Literal["kafka"]
+    # Default: kafka.topic of config.yaml (a consumer must name one).
+    topic: str | None = None
+    # Another cluster's bootstrap servers; null: the cluster of kafka.bootstrap_servers
+    # (for a consumer: the cluster it reads from).
+    bootstrap_servers: str | None = None
+    # run | job | dataset | none | a template of field paths such as "{job.namespace}".
+    key: Annotated[str, AfterValidator(_key_strategy)] = "run"
+    # Added to every message, after the ol_* headers.
+    headers: dict[str, str] = Field(default_factory=dict)
+    # librdkafka settings on top of kafka.producer; a separate producer when non-empty.
+    producer: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    # Used when the topic is created; default: kafka.topic_partitions / _replication_factor.
+    partitions: Annotated[int, Field(ge=1)] | None = None
+    replication_factor: Annotated[int, Field(ge=1)] | None = None
+    retry: RetryConfig | None = None
+
+    @model_validator(mode="after")
+    def _durability_is_not_negotiable(self) -> KafkaDestinationConfig:
+        refuse_weaker_durability(self.producer)
+        return self
+
+
+class ArchiveDestinationConfig(StrictModel):
+    """An ``archive`` destination in a rules file (or a consumer's ``archive`` target)."""
+
+    kind: Literal["archive"]
+    # Relative: under routing.archive_root of config.yaml.
+    directory: Path
+    gzip: bool = False
+    max_file_bytes: Annotated[int, Field(gt=0)] = 128 * MiB
+    max_file_age_seconds: Annotated[float, Field(gt=0)] = 300.0
+    max_open_files: Annotated[int, Field(gt=0)] = 64
+    # A write not fsynced by then answers 503 (under openlineage-python's ~5 s timeout).
+    write_timeout_seconds: Annotated[float, Field(gt=0)] = 4.0
+    retry: RetryConfig | None = None
+
+
+class HttpDestinationConfig(StrictModel):
+    kind: Literal["http"]
+    # The target adapter and its settings (url, headers, auth, timeout_seconds, retry):
+    # kind http (generic), marquez, egeria or datahub — see proxy/destinations/http/.
+    target: HttpTargetConfig
+    # false: best effort, sent off the request path; true: the client's 2xx waits for
+    # the target (keep its timeout and retries short, clients give up after ~5 s).
+    required: bool = False
+
+    @property
+    def retry(self) -> RetryConfig:
+        """The target's retry policy (an HTTP target always has one)."""
+        return self.target.retry
+
+
+DestinationConfig = Annotated[
+    KafkaDestinationConfig | ArchiveDestinationConfig | HttpDestinationConfig,
+    Field(discriminator="kind"),
+]
