@@ -11,6 +11,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 from pydantic import ValidationError
@@ -18,6 +19,10 @@ from pydantic import ValidationError
 from proxy import __version__
 from proxy.config import ConfigError, ProxyConfig, ServerConfig, load_config
 from proxy.logs import setup_logging
+
+if TYPE_CHECKING:
+    from routing_rules.dry_run import DryRun
+    from routing_rules.schema import RulesFile
 
 __all__ = ["main"]
 
@@ -61,6 +66,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 def _cmd_validate(args: argparse.Namespace) -> int:
     from proxy.validation import EventValidator
 
+    if (args.cases is None) == (not args.events):
+        raise UsageError("give EVENT.json files or --cases FILE (not both)")
     config = _config(args) if args.config else ProxyConfig()
     validator = EventValidator(
         strict=args.strict or config.validation.is_strict,
@@ -146,12 +153,23 @@ def _cmd_rules_test(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(exc)
         return EXIT_INVALID
+    if (args.cases is None) == (not args.events):
+        raise UsageError("give EVENT.json files or --cases FILE (not both)")
     config = _config(args) if args.config else ProxyConfig()
     validator = EventValidator(
         strict=config.validation.is_strict, extra_schema_dir=config.validation.extra_schema_dir
     )
     repairer = EventRepairer(config.validation.enabled_repairs())
-    dry_run = DryRun(rules, validator, repairer, source=str(args.file))
+    dry_run = DryRun(
+        rules,
+        validator,
+        repairer,
+        source=str(args.file),
+        default_topic=config.kafka.topic,
+        archive_root=config.routing.archive_root,
+    )
+    if args.cases is not None:
+        return _run_rules_cases(dry_run, rules, args.cases)
     status = EXIT_OK
     for name in args.events:
         try:
@@ -168,6 +186,22 @@ def _cmd_rules_test(args: argparse.Namespace) -> int:
             else:
                 print(outcome.as_text())
     return status
+
+
+def _run_rules_cases(dry_run: DryRun, rules: RulesFile, path: Path) -> int:
+    from routing_rules.cases import load_cases, run_cases
+
+    try:
+        cases = load_cases(path, rules)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_USAGE
+    results = run_cases(dry_run, cases)
+    for result in results:
+        print(result.as_text())
+    failed = sum(not result.passed for result in results)
+    print(f"{path}: {len(results) - failed} passed, {failed} failed")
+    return EXIT_INVALID if failed else EXIT_OK
 
 
 def _add_rules_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -187,7 +221,14 @@ def _add_rules_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
         "and the event as it would be sent",
     )
     test.add_argument("file", metavar="FILE", help="rules file")
-    test.add_argument("events", nargs="+", metavar="EVENT.json", help="an event or a batch")
+    test.add_argument("events", nargs="*", metavar="EVENT.json", help="an event or a batch")
+    test.add_argument(
+        "--cases",
+        type=Path,
+        metavar="FILE",
+        help="rules unit tests: YAML cases with expected destinations, fields, drops "
+        "(exit 1 if one fails, 2 if the file is malformed)",
+    )
     test.add_argument("--config", type=Path, help="config with validation settings")
     test.add_argument("--json", action="store_true", help="one JSON object per event")
     test.set_defaults(func=_cmd_rules_test)

@@ -61,6 +61,7 @@ from typing import Any
 from proxy.destinations.archive_layout import (
     DEFAULT_PARTITION,
     IN_PROGRESS_SUFFIX,
+    archive_directory,
     escape_partition_value,
     event_partition,
     finished_files,
@@ -522,11 +523,8 @@ def archive_destination(
 ) -> ArchiveDestination:
     """An (unstarted) archive destination; a relative directory is placed under ``root``.
     Also used by the consumer daemons' ``archive`` target."""
-    directory = config.directory
-    if not directory.is_absolute():
-        directory = root / directory
     writer = ArchiveWriter(
-        directory,
+        archive_directory(config.directory, root),
         gzip=config.gzip,
         max_file_bytes=config.max_file_bytes,
         max_file_age_seconds=config.max_file_age_seconds,

@@ -39,6 +39,7 @@ __all__ = [
     "DEFAULT_PARTITION",
     "IN_PROGRESS_SUFFIX",
     "MAX_PARTITION_VALUE_BYTES",
+    "archive_directory",
     "escape_partition_value",
     "event_date",
     "event_partition",
@@ -125,6 +126,12 @@ def event_partition(event: dict[str, Any]) -> str:
     subject = subject_name(event)
     namespace = subject[0] if subject else ""
     return f"dt={event_date(event)}/namespace={escape_partition_value(namespace)}"
+
+
+def archive_directory(directory: Path, root: Path) -> Path:
+    """An archive destination's directory: a relative one is placed under ``root``
+    (``routing.archive_root``)."""
+    return directory if directory.is_absolute() else root / directory
 
 
 def is_finished_file(path: Path) -> bool:

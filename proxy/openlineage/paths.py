@@ -62,6 +62,20 @@ class FieldPath:
         self.segments = segments
         self.has_wildcard = WILDCARD in segments
 
+    @classmethod
+    def from_pointer(cls, pointer: str) -> FieldPath:
+        """The path a JSON pointer (RFC 6901, ``/run/facets/a.b``) names: its tokens are
+        taken literally (a dot or ``*`` in a token is part of the key)."""
+        if pointer and not pointer.startswith("/"):
+            raise ValueError(f"JSON pointer {pointer!r} must start with '/'")
+        path = cls.__new__(cls)
+        path.text = pointer
+        path.segments = tuple(
+            token.replace("~1", "/").replace("~0", "~") for token in pointer.split("/")[1:]
+        )
+        path.has_wildcard = False
+        return path
+
     def __repr__(self) -> str:
         return f"FieldPath({self.text!r})"
 

@@ -11,7 +11,12 @@ from proxy.yaml_source import ConfigError
 from routing_rules.loader import BUILTIN_RULES, load_rules_file
 from tests.conftest import REPO
 
-EXAMPLES = sorted((REPO / "routing_rules" / "examples").glob("*.yaml"))
+# Rules files; ``*.cases.yaml`` beside them are their unit tests (test_examples.py).
+EXAMPLES = sorted(
+    p
+    for p in (REPO / "routing_rules" / "examples").glob("*.yaml")
+    if not p.name.endswith(".cases.yaml")
+)
 
 
 def test_there_are_examples_for_the_documented_cases():

@@ -41,6 +41,15 @@ def test_empty_segments_are_refused():
             FieldPath(bad)
 
 
+def test_json_pointers_read_tokens_literally():
+    event = {"run": {"facets": {"a.b": {"*": [1, {"x/y": 2}]}}}}
+    assert FieldPath.from_pointer("/run/facets/a.b/*/1/x~1y").get(event) == 2
+    assert FieldPath.from_pointer("").get(event) is event
+    assert FieldPath.from_pointer("/run/nothing").get(event) is MISSING
+    with pytest.raises(ValueError, match="must start with '/'"):
+        FieldPath.from_pointer("run")
+
+
 def test_key_strategies():
     parent = ("dag-ns", "dag", "0176a8c2-fe01-7439-87e6-56a1a1b4029f")
     event = rich_run_event(namespace="team-a", name="etl.daily", parent=parent)

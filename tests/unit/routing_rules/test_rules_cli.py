@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
+import pytest
 
 from proxy.cli import main
+from proxy.destinations.kafka_keys import key_function
 from routing_rules.transforms import REDACTED
 from tests.conftest import REPO
 from tests.sample_events import rich_run_event, run_event
@@ -133,3 +135,163 @@ def test_dry_run_repairs_like_the_proxy_and_strict_config_refuses(tmp_path: Path
     strict.write_text("validation:\n  mode: strict\n")
     assert main(["rules", "test", rules, str(events), "--config", str(strict)]) == 1
     assert "invalid, the client gets 400:" in capsys.readouterr().out
+
+
+def test_dry_run_names_the_topic_and_key_the_archive_partition_and_the_http_url(
+    tmp_path: Path, capsys
+):
+    event = rich_run_event()
+    event["eventTime"] = "2026-11-23T10:00:00Z"
+    events = tmp_path / "event.json"
+    events.write_bytes(orjson.dumps(event))
+    key = key_function("run")(event)
+    assert key is not None
+
+    assert main(["rules", "test", str(EXAMPLES / "archive-everything.yaml"), str(events)]) == 0
+    text = capsys.readouterr().out
+    assert f"kafka (kafka): topic openlineage.events, key {key}" in text
+    namespace = event["job"]["namespace"]
+    assert (
+        f"archive (archive): directory var/archive/all, "
+        f"partition dt=2026-11-23/namespace={namespace}" in text
+    )
+
+    config = tmp_path / "config.yaml"
+    config.write_text("kafka:\n  topic: lineage.all\nrouting:\n  archive_root: /data/ol\n")
+    args = [str(EXAMPLES / "archive-everything.yaml"), str(events), "--json"]
+    assert main(["rules", "test", *args, "--config", str(config)]) == 0
+    assert orjson.loads(capsys.readouterr().out)["deliveries"] == [
+        {"name": "kafka", "kind": "kafka", "topic": "lineage.all", "key": key},
+        {
+            "name": "archive",
+            "kind": "archive",
+            "directory": "/data/ol/all",
+            "partition": f"dt=2026-11-23/namespace={namespace}",
+        },
+    ]
+
+    spark = rich_run_event()
+    spark["producer"] = "https://github.com/OpenLineage/OpenLineage/tree/1.40.0/integration/spark"
+    events.write_bytes(orjson.dumps(spark))
+    assert main(["rules", "test", str(EXAMPLES / "spark-to-marquez.yaml"), str(events)]) == 0
+    assert "marquez (http): target marquez, url http://marquez:5000/api/v1/lineage" in (
+        capsys.readouterr().out
+    )
+
+
+PER_TEAM = str(EXAMPLES / "per-team-topics.yaml")
+
+
+def write_cases(tmp_path: Path, text: str) -> Path:
+    cases = tmp_path / "team.cases.yaml"
+    cases.write_text(text)
+    return cases
+
+
+def test_rules_cases_that_hold_pass_and_exit_0(tmp_path: Path, capsys):
+    payments = run_event(namespace="payments")
+    (tmp_path / "payments.json").write_bytes(orjson.dumps(payments))
+    running = orjson.dumps(run_event(namespace="sales", event_type="RUNNING")).decode()
+    cases = write_cases(
+        tmp_path,
+        "cases:\n"
+        "  - name: from a file\n"
+        "    event: payments.json\n"
+        "    expect:\n"
+        "      destinations: [payments]\n"
+        "      dropped: false\n"
+        "      fields: {job.namespace: payments, /run/runId: " + payments["run"]["runId"] + "}\n"
+        "  - name: inline\n"
+        f"    event: {running}\n"
+        "    expect: {destinations: [shared], rejected: false, fields: {run.facets.x: null}}\n",
+    )
+    # A path that leads nowhere is not null: the last field above must fail.
+    assert main(["rules", "test", PER_TEAM, "--cases", str(cases)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "PASS from a file"
+    assert out[1] == "FAIL inline: run.facets.x: expected null, got (missing)"
+
+    cases.write_text(cases.read_text().replace(", fields: {run.facets.x: null}", ""))
+    assert main(["rules", "test", PER_TEAM, "--cases", str(cases)]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "PASS from a file",
+        "PASS inline",
+        f"{cases}: 2 passed, 0 failed",
+    ]
+
+
+def test_rules_cases_that_fail_show_the_difference_and_exit_1(tmp_path: Path, capsys):
+    invalid = run_event(namespace="payments")
+    del invalid["producer"]
+    cases = write_cases(
+        tmp_path,
+        "cases:\n"
+        "  - name: wrong topic\n"
+        f"    event: {orjson.dumps(run_event(namespace='marketing')).decode()}\n"
+        "    expect: {destinations: [payments], dropped: true, fields: {job.namespace: sales}}\n"
+        "  - name: not rejected\n"
+        f"    event: {orjson.dumps(invalid).decode()}\n"
+        "    expect: {rejected: false}\n",
+    )
+    assert main(["rules", "test", PER_TEAM, "--cases", str(cases)]) == 1
+    wrong, rejected, summary = capsys.readouterr().out.splitlines()
+    assert wrong == (
+        "FAIL wrong topic: dropped: expected true, got false; "
+        "destinations: expected [payments], got [marketing]; "
+        'job.namespace: expected "sales", got "marketing"'
+    )
+    assert rejected.startswith("FAIL not rejected: rejected: expected false, got true (/producer:")
+    assert summary == f"{cases}: 0 passed, 2 failed"
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "reason"),
+    [
+        ("cases:\n  - name: a\n    event: {}\n    expect: {destination: [x]}\n", 4, "unknown key"),
+        (
+            "cases:\n  - name: a\n    event: {}\n    expect:\n      destinations: [nope]\n",
+            5,
+            "unknown destination 'nope'",
+        ),
+        ("cases:\n  - name: a\n    event: missing.json\n    expect: {}\n", 3, "cannot read"),
+        (
+            "cases:\n  - name: a\n    event: {}\n    expect: {fields: {a..b: 1}}\n",
+            4,
+            "empty segment",
+        ),
+        (
+            "cases:\n  - name: a\n    event: {}\n    expect: {}\n  - name: a\n    event: {}\n"
+            "    expect: {}\n",
+            5,
+            "duplicate case name",
+        ),
+        ("cases: [\n", 2, "invalid YAML"),
+    ],
+)
+def test_malformed_rules_cases_exit_2_naming_file_and_line(
+    tmp_path: Path, capsys, text: str, line: int, reason: str
+):
+    cases = write_cases(tmp_path, text)
+    assert main(["rules", "test", PER_TEAM, "--cases", str(cases)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith(f"{cases}:{line}: ") and reason in captured.err
+
+
+def test_rules_test_wants_events_or_cases(tmp_path: Path, capsys):
+    assert main(["rules", "test", PER_TEAM]) == 2
+    assert "give EVENT.json files or --cases FILE" in capsys.readouterr().err
+
+
+EXAMPLE_CASES = sorted(EXAMPLES.glob("*.cases.yaml"))
+
+
+def test_there_is_an_example_rules_cases_file():
+    assert EXAMPLES / "per-team-topics.cases.yaml" in EXAMPLE_CASES
+
+
+@pytest.mark.parametrize("cases", EXAMPLE_CASES, ids=lambda p: p.name)
+def test_every_example_rules_cases_file_passes(cases: Path, capsys):
+    rules = cases.with_name(cases.name.removesuffix(".cases.yaml") + ".yaml")
+    assert main(["rules", "test", str(rules), "--cases", str(cases)]) == 0, capsys.readouterr()
+    assert capsys.readouterr().out.endswith(" 0 failed\n")
