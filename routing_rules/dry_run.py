@@ -53,7 +53,8 @@ class Delivery:
         return {"name": self.name, "kind": self.kind, **self.where}
 
     def as_text(self) -> str:
-        return f"{self.label}: " + ", ".join(f"{k} {v}" for k, v in self.where.items())
+        shown = (f"{k} {'(none)' if v is None else v}" for k, v in self.where.items())
+        return f"{self.label}: " + ", ".join(shown)
 
 
 @dataclass(slots=True)
