@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import orjson
+from confluent_kafka import KafkaException
 
 from consumers.config import ConsumerConfig
 from proxy.destinations.archive import escape_partition_value, finished_files
@@ -181,22 +182,33 @@ async def replay(
     to: str,
     keep: ReplayFilter,
     progress_stream: TextIO | None = sys.stderr,
+    *,
+    to_topic: bool = False,
+    create_topic: bool = False,
 ) -> ReplayResult:
-    """Send the archived events to consumer ``to``'s target, or else to topic ``to`` of
-    the ``kafka`` cluster."""
+    """Send the archived events to consumer ``to``'s target, or with ``to_topic`` to
+    topic ``to`` of the ``kafka`` cluster. Nothing is guessed from a name: an unknown
+    consumer is a ConfigError, and so is a missing topic unless ``create_topic`` (a typo
+    must not become a new topic full of events)."""
     result = ReplayResult()
     progress = _Progress(progress_stream)
-    to_topic = to not in consumers
+    if not to_topic and to not in consumers:
+        known = ", ".join(sorted(consumers)) or "none configured"
+        raise ConfigError(f"--to-consumer {to}: no such consumer (configured: {known})")
     if to_topic and kafka.bootstrap_servers == "embedded":
         raise ConfigError(
-            f"--to {to}: not a configured consumer, and as a topic it needs a real Kafka "
-            "cluster (kafka.bootstrap_servers is 'embedded')"
+            f"--to-topic {to}: needs a real Kafka cluster (kafka.bootstrap_servers is 'embedded')"
         )
     # A replayed event is only counted once its destination has it: no spool.
     resources = DestinationResources(
-        kafka.model_copy(update={"spool": SpoolConfig(enabled=False)}), archive_root=Path.cwd()
+        kafka.model_copy(
+            update={"spool": SpoolConfig(enabled=False), "create_topics": create_topic}
+        ),
+        archive_root=Path.cwd(),
     )
     try:
+        if to_topic and not create_topic:
+            await _require_topic(resources, to)
         destination = await build_destination(
             to,
             KafkaDestinationConfig(kind="kafka", topic=to)
@@ -230,6 +242,20 @@ async def replay(
         await destination.close()
         await resources.close(_FLUSH_SECONDS)
     return result
+
+
+async def _require_topic(resources: DestinationResources, topic: str) -> None:
+    """ConfigError unless the cluster has ``topic``."""
+    producer = resources.producer({})
+    try:
+        exists = await asyncio.to_thread(producer.has_topic, topic)
+    except KafkaException as exc:
+        raise ConfigError(f"--to-topic {topic}: Kafka did not answer: {exc}") from None
+    if not exists:
+        raise ConfigError(
+            f"--to-topic {topic}: no such topic on {resources.kafka.bootstrap_servers}; "
+            "give --create-topic to create it"
+        )
 
 
 async def _send_one(
