@@ -193,11 +193,31 @@ class _Terminal(io.StringIO):
         return True
 
 
-async def test_progress_is_shown_on_a_terminal_only(tmp_path):
+async def test_progress_overwrites_one_line_on_a_terminal(tmp_path):
     await _archive(tmp_path)
-    terminal, pipe = _Terminal(), io.StringIO()
+    terminal = _Terminal()
     async with MarquezDouble() as marquez:
-        for stream in (terminal, pipe):
-            await replay(*_sections(marquez.url), tmp_path, "backfill", ReplayFilter(), stream)
+        await replay(*_sections(marquez.url), tmp_path, "backfill", ReplayFilter(), terminal)
     assert f"\rreplay: 2026-11-22  sent {len(ARCHIVED)}" in terminal.getvalue()
-    assert pipe.getvalue() == ""
+
+
+async def test_progress_without_a_terminal_is_a_line_every_period_with_rate_and_eta(tmp_path):
+    await _archive(tmp_path)
+    quiet, every_time = io.StringIO(), io.StringIO()
+    async with MarquezDouble() as marquez:
+        for stream, every in ((quiet, 3600.0), (every_time, 0.0)):
+            await replay(
+                *_sections(marquez.url),
+                tmp_path,
+                "backfill",
+                ReplayFilter(),
+                stream,
+                progress_every=every,
+            )
+    assert quiet.getvalue() == ""
+    lines = every_time.getvalue().splitlines()
+    assert len(lines) >= len(ARCHIVED) and "\r" not in every_time.getvalue()
+    assert lines[0].startswith("replay: 2026-11-20  sent 1  failed 0  ")
+    assert "/s  ETA " in lines[0]
+    assert lines[-1].startswith(f"replay: 2026-11-22  sent {len(ARCHIVED)}  failed 0")
+    assert "ETA" not in lines[-1]  # done: nothing left to estimate
