@@ -22,6 +22,7 @@ import contextlib
 import logging
 import time
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,7 +68,10 @@ class ConsumerDaemon:
         default_topic: str,
         create_topics: bool = True,
         topic_partitions: int = 3,
+        cluster_settings: Mapping[str, Any] | None = None,
     ) -> None:
+        """``cluster_settings``: ``kafka.producer`` of config.yaml; its security settings
+        reach every client the daemon makes (consumer, dead letters, republishing)."""
         self.name = name
         self.config = config
         self.topics = config.topics or [default_topic]
@@ -81,6 +85,7 @@ class ConsumerDaemon:
         self._resources = DestinationResources(
             KafkaConfig(
                 bootstrap_servers=bootstrap_servers,
+                producer=dict(cluster_settings or {}),
                 create_topics=False,
                 spool=SpoolConfig(enabled=False),
             ),
@@ -90,7 +95,7 @@ class ConsumerDaemon:
         self._batch = max(1, getattr(config.target, "batch_max_events", 1))
         self._create_topics = create_topics
         self._topic_partitions = topic_partitions
-        self._dlq_producer = KafkaProducer(producer_settings(bootstrap_servers))
+        self._dlq_producer = KafkaProducer(producer_settings(bootstrap_servers, cluster_settings))
         self.dead_letter = DeadLetterTopic(self._dlq_producer, config.dead_letter.topic, name)
         self.dedupe = (
             DedupeCache(config.dedupe.max_entries, config.dedupe.journal)
@@ -107,6 +112,7 @@ class ConsumerDaemon:
                 max_poll_interval_ms=group.max_poll_interval_ms,
                 auto_offset_reset=group.auto_offset_reset,
                 overrides=group.settings,
+                cluster_settings=cluster_settings,
             ),
             self.topics,
             handler=self,

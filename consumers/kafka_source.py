@@ -19,12 +19,14 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+
+from proxy.destinations.config import connection_settings, resolve_env_settings
 
 __all__ = ["KafkaSource", "SourceHandler", "consumer_settings"]
 
@@ -65,16 +67,19 @@ def consumer_settings(
     max_poll_interval_ms: int,
     auto_offset_reset: str,
     overrides: dict[str, Any],
+    cluster_settings: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """librdkafka settings: offsets are ours to commit, after the target took the event."""
+    """librdkafka settings: the cluster's connection and security settings (from
+    ``kafka.producer``), ours, then ``overrides``; offsets are ours to commit, after the
+    target took the event."""
     return {
-        "bootstrap.servers": bootstrap_servers,
+        **connection_settings(bootstrap_servers, {**(cluster_settings or {}), **overrides}),
         "group.id": group_id,
         "session.timeout.ms": session_timeout_ms,
         "heartbeat.interval.ms": heartbeat_interval_ms,
         "max.poll.interval.ms": max_poll_interval_ms,
         "auto.offset.reset": auto_offset_reset,
-        **overrides,
+        **resolve_env_settings(overrides),
         # Not overridable: auto-commit would commit events the target never got.
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,

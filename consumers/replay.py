@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import orjson
+from confluent_kafka import KafkaException
 
 from consumers.config import ConsumerConfig
 from proxy.destinations.archive import escape_partition_value, finished_files
@@ -145,32 +146,55 @@ def _read_day(paths: list[Path], keep: ReplayFilter, result: ReplayResult) -> li
 
 async def archived_days(
     archive: Path, keep: ReplayFilter, result: ReplayResult
-) -> AsyncIterator[tuple[date, list[Entry]]]:
-    """Per archive day, oldest first: the day's kept events in event-time order."""
+) -> AsyncIterator[tuple[date, list[Entry], float]]:
+    """Per archive day, oldest first: the day's kept events in event-time order, and the
+    share of the archive's bytes (of the days kept) the day holds, for an ETA."""
     days = await asyncio.to_thread(_days, archive, keep)
+    sizes = {day: sum(path.stat().st_size for path in paths) for day, paths in days.items()}
+    total = sum(sizes.values()) or 1
     for day, paths in days.items():
-        yield day, await asyncio.to_thread(_read_day, paths, keep, result)
+        entries = await asyncio.to_thread(_read_day, paths, keep, result)
+        yield day, entries, sizes[day] / total
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
 
 
 class _Progress:
-    """One self-overwriting line on a terminal; nothing when stderr is not one."""
+    """Where a replay is. On a terminal: one self-overwriting line, five times a second.
+    Otherwise (a log file, a pipe, a CI job) one line every ``every`` seconds, so that a
+    long replay is seen to move: events done, rate, and an ETA from the share of the
+    archive's bytes behind us."""
 
-    def __init__(self, stream: TextIO | None) -> None:
-        self.stream = stream if stream is not None and stream.isatty() else None
-        self._last = 0.0
+    def __init__(self, stream: TextIO | None, every: float) -> None:
+        self.stream = stream
+        self.terminal = stream is not None and stream.isatty()
+        self.every = 0.2 if self.terminal else every
+        self._started = time.monotonic()
+        self._last = self._started
 
-    def show(self, day: date, result: ReplayResult, *, force: bool = False) -> None:
+    def show(self, day: date, result: ReplayResult, done: float, *, force: bool = False) -> None:
+        """``done``: the share of the replay behind us, 0 to 1."""
         now = time.monotonic()
-        if self.stream is None or (not force and now - self._last < 0.2):
+        if self.stream is None or not (now - self._last >= self.every or (force and self.terminal)):
             return
         self._last = now
-        self.stream.write(
-            f"\rreplay: {day.isoformat()}  sent {result.sent}  failed {result.failed}  "
+        elapsed = max(now - self._started, 1e-6)
+        count = result.sent + result.failed
+        line = (
+            f"replay: {day.isoformat()}  sent {result.sent}  failed {result.failed}  "
+            f"{count / elapsed:.0f}/s"
         )
+        if 0 < done < 1:
+            line += f"  ETA {_duration(elapsed * (1 - done) / done)}"
+        self.stream.write(f"\r{line}  " if self.terminal else f"{line}\n")
         self.stream.flush()
 
     def done(self) -> None:
-        if self.stream is not None:
+        if self.stream is not None and self.terminal:
             self.stream.write("\n")
 
 
@@ -181,22 +205,34 @@ async def replay(
     to: str,
     keep: ReplayFilter,
     progress_stream: TextIO | None = sys.stderr,
+    *,
+    to_topic: bool = False,
+    create_topic: bool = False,
+    progress_every: float = 10.0,
 ) -> ReplayResult:
-    """Send the archived events to consumer ``to``'s target, or else to topic ``to`` of
-    the ``kafka`` cluster."""
+    """Send the archived events to consumer ``to``'s target, or with ``to_topic`` to
+    topic ``to`` of the ``kafka`` cluster. Nothing is guessed from a name: an unknown
+    consumer is a ConfigError, and so is a missing topic unless ``create_topic`` (a typo
+    must not become a new topic full of events)."""
     result = ReplayResult()
-    progress = _Progress(progress_stream)
-    to_topic = to not in consumers
+    progress = _Progress(progress_stream, progress_every)
+    if not to_topic and to not in consumers:
+        known = ", ".join(sorted(consumers)) or "none configured"
+        raise ConfigError(f"--to-consumer {to}: no such consumer (configured: {known})")
     if to_topic and kafka.bootstrap_servers == "embedded":
         raise ConfigError(
-            f"--to {to}: not a configured consumer, and as a topic it needs a real Kafka "
-            "cluster (kafka.bootstrap_servers is 'embedded')"
+            f"--to-topic {to}: needs a real Kafka cluster (kafka.bootstrap_servers is 'embedded')"
         )
     # A replayed event is only counted once its destination has it: no spool.
     resources = DestinationResources(
-        kafka.model_copy(update={"spool": SpoolConfig(enabled=False)}), archive_root=Path.cwd()
+        kafka.model_copy(
+            update={"spool": SpoolConfig(enabled=False), "create_topics": create_topic}
+        ),
+        archive_root=Path.cwd(),
     )
     try:
+        if to_topic and not create_topic:
+            await _require_topic(resources, to)
         destination = await build_destination(
             to,
             KafkaDestinationConfig(kind="kafka", topic=to)
@@ -212,24 +248,34 @@ async def replay(
         await resources.close(0.0)
         raise
     try:
-        async for day, entries in archived_days(archive, keep, result):
-            if not to_topic:
-                for _, payload, event in entries:
-                    await _send_one(destination, event, payload, result)
-                    progress.show(day, result)
-            else:
-                for start in range(0, len(entries), _TOPIC_WINDOW):
-                    window = entries[start : start + _TOPIC_WINDOW]
-                    await asyncio.gather(
-                        *(_send_one(destination, e, p, result) for _, p, e in window)
-                    )
-                    progress.show(day, result)
-            progress.show(day, result, force=True)
+        behind = 0.0  # share of the archive's bytes of the days done
+        async for day, entries, share in archived_days(archive, keep, result):
+            step = _TOPIC_WINDOW if to_topic else 1
+            for start in range(0, len(entries), step):
+                window = entries[start : start + step]
+                await asyncio.gather(*(_send_one(destination, e, p, result) for _, p, e in window))
+                progress.show(day, result, behind + share * (start + step) / len(entries))
+            behind += share
+            progress.show(day, result, behind, force=True)
     finally:
         progress.done()
         await destination.close()
         await resources.close(_FLUSH_SECONDS)
     return result
+
+
+async def _require_topic(resources: DestinationResources, topic: str) -> None:
+    """ConfigError unless the cluster has ``topic``."""
+    producer = resources.producer({})
+    try:
+        exists = await asyncio.to_thread(producer.has_topic, topic)
+    except KafkaException as exc:
+        raise ConfigError(f"--to-topic {topic}: Kafka did not answer: {exc}") from None
+    if not exists:
+        raise ConfigError(
+            f"--to-topic {topic}: no such topic on {resources.kafka.bootstrap_servers}; "
+            "give --create-topic to create it"
+        )
 
 
 async def _send_one(

@@ -89,6 +89,7 @@ async def _daemons(
                 default_topic=kafka.topic,
                 create_topics=kafka.create_topics,
                 topic_partitions=kafka.topic_partitions,
+                cluster_settings=kafka.producer,
             )
             daemons.append(daemon)
             try:

@@ -19,7 +19,7 @@ from typing import Any
 from aiohttp import web
 
 from proxy.auth import Authenticator
-from proxy.client_faults import ClientFaults, ServerLog
+from proxy.client_faults import CLIENT_FAULTS, ClientFaults, ServerLog
 from proxy.config import ProxyConfig
 from proxy.connections import ConnectionGuard
 from proxy.destinations.kafka_spool import SpoolMetrics
@@ -41,7 +41,6 @@ log = logging.getLogger(__name__)
 METRICS = web.AppKey("metrics", ProxyMetrics)
 RULES = web.AppKey("rules", LiveRules)
 VALIDATOR = web.AppKey("validator", EventValidator)
-CLIENT_FAULTS = web.AppKey("client_faults", ClientFaults)
 CONNECTIONS = web.AppKey("connections", ConnectionGuard)
 
 
@@ -83,6 +82,10 @@ async def _errors_and_metrics(request: web.Request, handler: Handler) -> web.Str
         response = exc.response()
     except RequestError as exc:
         request.app[METRICS].rejected.labels(exc.reason).inc()
+        if exc.status < 500:
+            request.app[CLIENT_FAULTS].refused(
+                request, exc.status, exc.reason, exc.error, exc.details
+            )
         response = exc.response()
     except web.HTTPException as exc:
         response = error_response(

@@ -250,9 +250,25 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         raise ConfigError(f"--since/--until: {exc}") from None
-    result = asyncio.run(replay(config.consumers, config.kafka, args.archive, args.to, keep))
+    if args.create_topic and args.to_topic is None:
+        raise UsageError("--create-topic goes with --to-topic")
+    to = args.to_topic or args.to_consumer
+    try:
+        result = asyncio.run(
+            replay(
+                config.consumers,
+                config.kafka,
+                args.archive,
+                to,
+                keep,
+                to_topic=args.to_topic is not None,
+                create_topic=args.create_topic,
+            )
+        )
+    except ConfigError as exc:  # the target named on the command line: one line
+        raise UsageError(str(exc)) from None
     print(
-        f"replayed {result.sent} events to {args.to}; {result.failed} not taken, "
+        f"replayed {result.sent} events to {to}; {result.failed} not taken, "
         f"{result.unreadable} unreadable lines skipped",
         file=sys.stderr,
     )
@@ -318,8 +334,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Exit 0 when every kept event was taken, 1 when a target refused some.",
     )
     replay.add_argument("--archive", type=Path, required=True, help="archive directory")
+    to = replay.add_mutually_exclusive_group(required=True)
+    to.add_argument("--to-consumer", metavar="NAME", help="a configured consumer's target")
+    to.add_argument("--to-topic", metavar="TOPIC", help="a topic of the kafka cluster")
     replay.add_argument(
-        "--to", required=True, metavar="CONSUMER_OR_TOPIC", help="consumer name, else a topic"
+        "--create-topic", action="store_true", help="create the --to-topic topic if missing"
     )
     replay.add_argument("--since", help="RFC 3339 time or date, inclusive (event time)")
     replay.add_argument("--until", help="RFC 3339 time or date, exclusive (event time)")

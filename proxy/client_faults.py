@@ -3,7 +3,9 @@
 A client that leaves mid-body, sends a header byte every few seconds or speaks broken
 HTTP is not a fault of the proxy: it must show as ``client_errors_total{kind}``, never
 as a 500, and thousands of them must cost the log one line per kind every
-``interval`` seconds, not a traceback each.
+``interval`` seconds, not a traceback each. Requests the proxy refuses (400, 401, 403,
+413 ...) are logged the same way, per reason, so an operator can see who is refused and
+why — the pointer and the reason, never the payload or the token.
 """
 
 from __future__ import annotations
@@ -11,36 +13,76 @@ from __future__ import annotations
 import functools
 import logging
 import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from proxy.metrics import ProxyMetrics
 
-__all__ = ["ClientFaults", "ServerLog"]
+__all__ = ["CLIENT_FAULTS", "ClientFaults", "ServerLog"]
 
 log = logging.getLogger(__name__)
 
+# The header a client or a gateway in front may send to tie our log line to its request.
+_REQUEST_ID = "X-Request-Id"
+
 
 class ClientFaults:
-    """Count every client fault; log one line per kind per ``interval`` seconds."""
+    """Count every client fault; log one line per kind (and per refusal reason) per
+    ``interval`` seconds, with the number of lines held back since the last one."""
 
     def __init__(self, metrics: ProxyMetrics, interval: float = 10.0) -> None:
         self.interval = interval
         self._counter = functools.cache(metrics.client_errors.labels)
-        # kind → (monotonic time of its last log line, faults since then not logged)
+        # log key → (monotonic time of its last log line, lines held back since then)
         self._last: dict[str, tuple[float, int]] = {}
 
     def record(self, kind: str, message: str, peer: object = None) -> None:
         self._counter(kind).inc()
+        self._warn(f"fault:{kind}", "client fault %s from %s: %s", kind, peer or "?", message)
+
+    def refused(
+        self,
+        request: web.Request,
+        status: int,
+        reason: str,
+        error: str,
+        details: Sequence[Mapping[str, str]] = (),
+    ) -> None:
+        """Log a refused request (or event of a batch): status, reason, our one-line
+        error and the JSON pointers of ``details`` (their messages may quote the payload,
+        so they are left out)."""
+        pointers = [d["pointer"] for d in details if "pointer" in d]
+        where = f" at {pointers[0]}" if pointers else ""
+        if len(pointers) > 1:
+            where += f" (+{len(pointers) - 1})"
+        self._warn(
+            f"refused:{reason}",
+            "refused %d %s from %s%s: %s%s",
+            status,
+            reason,
+            request.remote or "?",
+            f" request id {request.headers[_REQUEST_ID]!r}"
+            if _REQUEST_ID in request.headers
+            else "",
+            error,
+            where,
+        )
+
+    def _warn(self, key: str, message: str, *args: object) -> None:
         now = time.monotonic()
-        last, unlogged = self._last.get(kind, (float("-inf"), 0))
+        last, held_back = self._last.get(key, (float("-inf"), 0))
         if now - last < self.interval:
-            self._last[kind] = (last, unlogged + 1)
+            self._last[key] = (last, held_back + 1)
             return
-        self._last[kind] = (now, 0)
-        more = f" ({unlogged} more of this kind not logged)" if unlogged else ""
-        log.warning("client fault %s from %s: %s%s", kind, peer or "?", message, more)
+        self._last[key] = (now, 0)
+        more = f" ({held_back} more like it not logged)" if held_back else ""
+        log.warning(message + "%s", *args, more)
+
+
+CLIENT_FAULTS = web.AppKey("client_faults", ClientFaults)
 
 
 class ServerLog(logging.LoggerAdapter[logging.Logger]):

@@ -14,6 +14,7 @@ import orjson
 from aiohttp import web
 
 from proxy.auth import Authenticator, Principal
+from proxy.client_faults import CLIENT_FAULTS
 from proxy.config import ProxyConfig
 from proxy.destinations import DeliveryError, TooLarge
 from proxy.http_errors import RequestError, detail
@@ -136,8 +137,16 @@ async def post_batch(request: web.Request) -> web.Response:
             failures[index] = _delivery_failure(outcome)
         elif isinstance(outcome, BaseException):
             raise outcome
-    for rejection in failures.values():
+    for index, rejection in failures.items():
         pipeline.metrics.rejected.labels(rejection.reason).inc()
+        if rejection.status < 500:
+            request.app[CLIENT_FAULTS].refused(
+                request,
+                rejection.status,
+                rejection.reason,
+                f"event {index}: {rejection.error}",
+                [{"pointer": f"/{index}{d['pointer']}"} for d in rejection.details],
+            )
     repaired = {i: a for i, a in valid.items() if a.repairs and i not in failures}
     response = _batch_response(request, len(events), failures, repaired)
     if spooled:

@@ -27,6 +27,7 @@ from pydantic import AfterValidator, Field, model_validator
 from proxy.destinations.http.targets import HttpTargetConfig
 from proxy.destinations.kafka_keys import key_function
 from proxy.destinations.retry_config import RetryConfig
+from proxy.secrets import secret_value
 from proxy.strict import StrictModel
 
 __all__ = [
@@ -36,8 +37,10 @@ __all__ = [
     "KafkaConfig",
     "KafkaDestinationConfig",
     "SpoolConfig",
+    "connection_settings",
     "producer_settings",
     "refuse_weaker_durability",
+    "resolve_env_settings",
 ]
 
 MiB = 1024 * 1024
@@ -66,14 +69,48 @@ def refuse_weaker_durability(overrides: Mapping[str, Any]) -> None:
             )
 
 
+# The settings that say how to reach and authenticate to a cluster: every librdkafka
+# client of it (producer, consumer, admin, dead letters, replay) takes them, not only
+# the producers they are written under (``kafka.producer``).
+_CONNECTION_PREFIXES = ("security.protocol", "sasl.", "ssl.")
+# ``sasl.password_env: KAFKA_PASSWORD``: the value of ``sasl.password`` is that variable's.
+_ENV_SUFFIX = "_env"
+
+
+def resolve_env_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """``settings`` with each ``<key>_env: VAR`` replaced by ``<key>: $VAR``, so a secret
+    need not sit in config.yaml; ValueError naming the key when VAR is not set."""
+    resolved: dict[str, Any] = {}
+    for key, value in settings.items():
+        if not key.endswith(_ENV_SUFFIX):
+            resolved[key] = value
+            continue
+        try:
+            resolved[key.removesuffix(_ENV_SUFFIX)] = secret_value(None, str(value))
+        except ValueError as exc:
+            raise ValueError(f"{key}: {exc}") from None
+    return resolved
+
+
+def connection_settings(bootstrap_servers: str, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """What every librdkafka client of a cluster starts from: its bootstrap servers and
+    the security settings (``security.protocol``, ``sasl.*``, ``ssl.*``) among
+    ``settings``, secrets from the environment resolved."""
+    resolved = resolve_env_settings(settings)
+    return {
+        "bootstrap.servers": bootstrap_servers,
+        **{key: value for key, value in resolved.items() if key.startswith(_CONNECTION_PREFIXES)},
+    }
+
+
 def producer_settings(
     bootstrap_servers: str, overrides: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
     """librdkafka settings: our defaults, then the user's, then the durability guarantees."""
     return {
         **_DEFAULTS,
-        "bootstrap.servers": bootstrap_servers,
-        **(overrides or {}),
+        **connection_settings(bootstrap_servers, overrides or {}),
+        **resolve_env_settings(overrides or {}),
         **_DURABLE,
     }
 
@@ -104,12 +141,18 @@ class KafkaConfig(StrictModel):
     topic_replication_factor: Annotated[int, Field(ge=1)] = 1
     # librdkafka producer settings, passed through as they are (security.protocol, sasl.*,
     # ssl.*, compression.type, linger.ms ...). Durability settings below cannot be weakened.
+    # The security ones reach every client of the cluster (consumers, dead letters, replay);
+    # a secret may come from the environment: sasl.password_env: KAFKA_PASSWORD.
     producer: dict[str, str | int | float | bool] = Field(default_factory=dict)
     spool: SpoolConfig = Field(default_factory=SpoolConfig)
 
     @model_validator(mode="after")
     def _durability_is_not_negotiable(self) -> KafkaConfig:
         refuse_weaker_durability(self.producer)
+        try:
+            resolve_env_settings(self.producer)  # a variable not set fails the start
+        except ValueError as exc:
+            raise ValueError(f"producer.{exc}") from None
         return self
 
 

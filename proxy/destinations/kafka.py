@@ -268,6 +268,14 @@ class KafkaProducer:
             return False
         return True
 
+    def has_topic(self, topic: str, timeout: float = 10.0) -> bool:
+        """Blocking: whether the cluster has ``topic`` (asks for every topic's metadata,
+        so that asking creates nothing on a broker that auto-creates topics)."""
+        current = self._current
+        if current is None or current.producer is None:
+            raise KafkaException(KafkaError(KafkaError._STATE, "producer not started"))
+        return topic in current.producer.list_topics(timeout=timeout).topics
+
     def message_limit(self, topic: str, ask_broker: bool = True, timeout: float = 3.0) -> int:
         """Largest message (bytes, key and headers included) ``topic`` takes: the smaller
         of the producer's ``message.max.bytes`` and the topic's ``max.message.bytes`` as

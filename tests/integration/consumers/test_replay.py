@@ -10,6 +10,7 @@ import sys
 import orjson
 import pytest
 import yaml
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from consumers.config import ConsumerConfig
 from consumers.replay import ReplayFilter, parse_time, replay
@@ -117,18 +118,31 @@ async def test_events_the_target_refuses_are_counted_and_the_rest_still_sent(tmp
     assert marquez.events == [good]
 
 
-async def test_replay_cli_to_a_topic_keys_events_and_exits_0(broker, topic, tmp_path):
-    archived = await _archive(tmp_path / "archive")
+async def _replay_cli(tmp_path, bootstrap: str, *to: str) -> subprocess.CompletedProcess[str]:
     config = tmp_path / "config.yaml"
-    config.write_text(yaml.safe_dump({"kafka": {"bootstrap_servers": broker.bootstrap_servers}}))
-    argv = ["replay", "--archive", str(tmp_path / "archive"), "--to", topic]
-    process = await asyncio.to_thread(
+    consumers = {"backfill": {"target": {"kind": "marquez", "url": "http://127.0.0.1:1"}}}
+    config.write_text(
+        yaml.safe_dump({"kafka": {"bootstrap_servers": bootstrap}, "consumers": consumers})
+    )
+    argv = ["replay", "--archive", str(tmp_path / "archive"), *to, "--config", str(config)]
+    return await asyncio.to_thread(
         subprocess.run,
-        [sys.executable, "-m", "proxy", *argv, "--config", str(config)],
+        [sys.executable, "-m", "proxy", *argv],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=60,
+    )
+
+
+def _topics(bootstrap: str) -> set[str]:
+    return set(AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics)
+
+
+async def test_replay_cli_to_a_topic_keys_events_and_exits_0(broker, topic, tmp_path):
+    archived = await _archive(tmp_path / "archive")
+    process = await _replay_cli(
+        tmp_path, broker.bootstrap_servers, "--to-topic", topic, "--create-topic"
     )
     assert process.returncode == 0, process.stderr
     assert f"replayed {len(archived)} events to {topic}" in process.stderr
@@ -142,16 +156,68 @@ async def test_replay_cli_to_a_topic_keys_events_and_exits_0(broker, topic, tmp_
         assert times == sorted(times)  # one key, one partition: event-time order
 
 
+async def test_replay_cli_to_a_mistyped_consumer_exits_2_naming_the_configured_ones(
+    broker, tmp_path
+):
+    await _archive(tmp_path / "archive")
+    process = await _replay_cli(tmp_path, broker.bootstrap_servers, "--to-consumer", "backfil")
+    assert process.returncode == 2
+    assert process.stderr.strip().splitlines() == [
+        "lineage-proxy replay: --to-consumer backfil: no such consumer (configured: backfill)"
+    ]
+
+
+async def test_replay_cli_to_a_missing_topic_exits_2_and_creates_nothing(broker, topic, tmp_path):
+    await _archive(tmp_path / "archive")
+    process = await _replay_cli(tmp_path, broker.bootstrap_servers, "--to-topic", topic)
+    assert process.returncode == 2
+    [line] = process.stderr.strip().splitlines()
+    assert f"--to-topic {topic}: no such topic" in line and "--create-topic" in line
+    assert topic not in await asyncio.to_thread(_topics, broker.bootstrap_servers)
+
+
+async def test_replay_cli_to_an_existing_topic_needs_no_create_topic(broker, topic, tmp_path):
+    archived = await _archive(tmp_path / "archive")
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    await asyncio.to_thread(admin.create_topics([NewTopic(topic, 1, 1)])[topic].result, 10)
+    process = await _replay_cli(tmp_path, broker.bootstrap_servers, "--to-topic", topic)
+    assert process.returncode == 0, process.stderr
+    records = await asyncio.to_thread(
+        read_topic, broker.bootstrap_servers, topic, expect=len(archived)
+    )
+    assert len(records) == len(archived)
+
+
 class _Terminal(io.StringIO):
     def isatty(self) -> bool:
         return True
 
 
-async def test_progress_is_shown_on_a_terminal_only(tmp_path):
+async def test_progress_overwrites_one_line_on_a_terminal(tmp_path):
     await _archive(tmp_path)
-    terminal, pipe = _Terminal(), io.StringIO()
+    terminal = _Terminal()
     async with MarquezDouble() as marquez:
-        for stream in (terminal, pipe):
-            await replay(*_sections(marquez.url), tmp_path, "backfill", ReplayFilter(), stream)
+        await replay(*_sections(marquez.url), tmp_path, "backfill", ReplayFilter(), terminal)
     assert f"\rreplay: 2026-11-22  sent {len(ARCHIVED)}" in terminal.getvalue()
-    assert pipe.getvalue() == ""
+
+
+async def test_progress_without_a_terminal_is_a_line_every_period_with_rate_and_eta(tmp_path):
+    await _archive(tmp_path)
+    quiet, every_time = io.StringIO(), io.StringIO()
+    async with MarquezDouble() as marquez:
+        for stream, every in ((quiet, 3600.0), (every_time, 0.0)):
+            await replay(
+                *_sections(marquez.url),
+                tmp_path,
+                "backfill",
+                ReplayFilter(),
+                stream,
+                progress_every=every,
+            )
+    assert quiet.getvalue() == ""
+    lines = every_time.getvalue().splitlines()
+    assert len(lines) >= len(ARCHIVED) and "\r" not in every_time.getvalue()
+    assert lines[0].startswith("replay: 2026-11-20  sent 1  failed 0  ")
+    assert "/s  ETA " in lines[0]
+    assert lines[-1].startswith(f"replay: 2026-11-22  sent {len(ARCHIVED)}  failed 0")
+    assert "ETA" not in lines[-1]  # done: nothing left to estimate
