@@ -321,9 +321,14 @@ def read_started_execution(
     qe = jvm.org.apache.spark.sql.execution.SQLExecution.getQueryExecution(execution_id)
     if qe is None:
         return None
+    plan = _analysed_plan(qe)
+    if plan is None:
+        # Failed in analysis while still registered (the listener bus was quick): its
+        # end reports it as a FAIL, with the error.
+        return None
     start_ms = int(start_event.time())
     facts = ExecutionFacts(execution_id, "unknown", "", start_ms, start_ms, None)
-    _describe(facts, qe, qe.optimizedPlan(), context)
+    _describe(facts, qe, plan, context)
     return facts
 
 
