@@ -13,6 +13,7 @@ listener guards the call as a whole.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 from dataclasses import dataclass
@@ -202,8 +203,12 @@ def _write(root: Any, root_node: Node, context: CatalogContext) -> tuple[Any, Wr
             return root.query(), WriteFacts(dataset, None, lifecycle, "jdbc")
         return root.query(), None
     if kind in _CREATE_TABLE:
-        dataset, symlink = _table_names(getattr(root, _CREATE_TABLE[kind])(), context)
-        return None, WriteFacts(dataset, symlink, "CREATE", job_named_by_table=True)
+        table = getattr(root, _CREATE_TABLE[kind])()
+        dataset, symlink = _table_names(table, context)
+        # The new table's columns are its schema: there is no query to take them from.
+        write = WriteFacts(dataset, symlink, "CREATE", job_named_by_table=True)
+        write.schema = _schema(table)
+        return None, write
     if kind in ("DropTable", "DropTableCommand"):
         return None, _dropped_table(root, kind, context)
     return root, None
@@ -253,8 +258,9 @@ def _write_metrics(executed: Any) -> tuple[int | None, int | None, int | None]:
     return None, None, None
 
 
-def _schema(query: Any) -> list[tuple[str, str]]:
-    fields = json.loads(str(query.schema().json())).get("fields", [])
+def _schema(plan_or_table: Any) -> list[tuple[str, str]]:
+    """(name, type) of the columns of a plan or a CatalogTable."""
+    fields = json.loads(str(plan_or_table.schema().json())).get("fields", [])
     return [(str(f["name"]), type_name(f["type"])) for f in fields]
 
 
@@ -293,11 +299,36 @@ def read_outcome(end_event: Any, jvm: Any) -> tuple[str | None, str | None]:
     return text, str(jvm.org.apache.spark.util.Utils.exceptionString(failure))
 
 
+def _sql_text(qe: Any) -> str | None:
+    """The SQL text a plan was parsed from (``spark.sql``), which Catalyst keeps in each
+    parsed node's origin (Spark 3.4+); None for DataFrame API actions.
+
+    The analyser's rewrite of a CREATE TABLE (AS SELECT) or DROP TABLE into a V1 command
+    drops the command's origin; a CTAS still has it on its query, a plain CREATE TABLE or
+    DROP TABLE has it nowhere, so they carry no ``sql`` facet.
+    """
+    plan = qe.logical()
+    candidates = [plan]
+    with contextlib.suppress(Exception):  # only write commands have a query
+        candidates.append(plan.query())
+    for candidate in candidates:
+        try:
+            text = _option(candidate.origin().sqlText())
+        except Exception:  # an older Spark without Origin.sqlText
+            return None
+        if text is not None:
+            return str(text)
+    return None
+
+
 def _describe(facts: ExecutionFacts, qe: Any, plan: Any, context: CatalogContext) -> Any:
     """Fill ``facts`` with what ``plan`` (optimized or analysed) does; return the JVM
     executed plan (None if planning failed), where a write's metrics are read at the end."""
     root_node = parse_tree(json.loads(str(plan.toJSON())))
     query_jvm, facts.write = _write(plan, root_node, context)
+    facts.sql = _sql_text(qe)
+    if facts.write is not None and facts.write.schema:
+        facts.output_schema = facts.write.schema
     try:
         executed = qe.executedPlan()
         facts.command = _command_name(executed)
