@@ -235,6 +235,15 @@ def catalog_facet(catalog: TableCatalog) -> dict[str, Any]:
     return facet
 
 
+def lifecycle_facet(change: str, previous: DatasetName | None = None) -> dict[str, Any]:
+    """The standard ``lifecycleStateChange`` dataset facet; a RENAME names the dataset it
+    was (``previousIdentifier``)."""
+    facet = _facet("LifecycleStateChangeDatasetFacet", "1-0-1", lifecycleStateChange=change)
+    if previous is not None:
+        facet["previousIdentifier"] = {"namespace": previous[0], "name": previous[1]}
+    return facet
+
+
 def sql_facet(query: str) -> dict[str, Any]:
     """The standard ``sql`` job facet: the text given to ``spark.sql``."""
     return _facet("SQLJobFacet", "1-1-0", query=query, dialect="spark")
@@ -465,9 +474,7 @@ def _outputs(app: AppContext, facts: ExecutionFacts, complete: bool) -> list[dic
     if write.symlink is not None:
         facets.update(_table_facets(app, write.symlink))
     if write.lifecycle is not None:
-        facets["lifecycleStateChange"] = _facet(
-            "LifecycleStateChangeDatasetFacet", "1-0-1", lifecycleStateChange=write.lifecycle
-        )
+        facets["lifecycleStateChange"] = lifecycle_facet(write.lifecycle, write.previous)
     if complete and facts.rows is not None:
         statistics: dict[str, Any] = {"rowCount": facts.rows}
         if facts.bytes is not None:

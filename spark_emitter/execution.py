@@ -57,6 +57,8 @@ class WriteFacts:
     job_named_by_table: bool = False
     # (name, type) of a created table's columns, when no query defines them (CREATE TABLE).
     schema: list[tuple[str, str]] = field(default_factory=list)
+    # A renamed table's dataset before the rename (the lifecycle facet's previousIdentifier).
+    previous: tuple[str, str] | None = None
 
 
 @dataclass

@@ -202,6 +202,10 @@ def _write(root: Any, root_node: Node, context: CatalogContext) -> tuple[Any, Wr
             dataset = jdbc_dataset(str(url), str(table))
             return root.query(), WriteFacts(dataset, None, lifecycle, "jdbc")
         return root.query(), None
+    if kind == "InsertIntoDataSourceDirCommand":  # INSERT OVERWRITE DIRECTORY ... USING
+        dataset = path_dataset(str(_option(root.storage().locationUri()).toString()))
+        lifecycle = "OVERWRITE" if root.overwrite() else None
+        return root.query(), WriteFacts(dataset, None, lifecycle, str(root.provider()))
     if kind in _CREATE_TABLE:
         table = getattr(root, _CREATE_TABLE[kind])()
         dataset, symlink = _table_names(table, context)
@@ -211,7 +215,33 @@ def _write(root: Any, root_node: Node, context: CatalogContext) -> tuple[Any, Wr
         return None, write
     if kind in ("DropTable", "DropTableCommand"):
         return None, _dropped_table(root, kind, context)
+    if kind in _TABLE_CHANGES:
+        return None, _changed_table(root, kind, context)
     return root, None
+
+
+# Commands that change a catalog table in place: root class → (accessor of the table's
+# identifier, lifecycle). The official integration reports the table as it is afterwards
+# (after a rename, under its new name with the old one as ``previousIdentifier``; after
+# ADD COLUMNS, with them), so these are read at the end only (see ``_END_ONLY``).
+_TABLE_CHANGES = {
+    "TruncateTableCommand": ("tableName", "TRUNCATE"),
+    "AlterTableRenameCommand": ("newName", "RENAME"),
+    "AlterTableAddColumnsCommand": ("table", None),
+}
+_END_ONLY = frozenset({"AlterTableRenameCommand", "AlterTableAddColumnsCommand"})
+
+
+def _changed_table(root: Any, kind: str, context: CatalogContext) -> WriteFacts:
+    accessor, lifecycle = _TABLE_CHANGES[kind]
+    table = context.session.sessionState().catalog().getTableMetadata(getattr(root, accessor)())
+    dataset, symlink = _table_names(table, context)
+    write = WriteFacts(dataset, symlink, lifecycle, job_named_by_table=True)
+    write.schema = _schema(table)
+    if kind == "AlterTableRenameCommand":
+        old, new = str(root.oldName().table()), str(root.newName().table())
+        write.previous = (dataset[0], dataset[1].replace(new, old))
+    return write
 
 
 def _dropped_table(root: Any, kind: str, context: CatalogContext) -> WriteFacts | None:
@@ -350,7 +380,7 @@ def read_started_execution(
     analysis. The action's name and outcome are known only at the end."""
     execution_id = int(start_event.executionId())
     qe = jvm.org.apache.spark.sql.execution.SQLExecution.getQueryExecution(execution_id)
-    if qe is None:
+    if qe is None or _simple_name(qe.optimizedPlan()) in _END_ONLY:
         return None
     start_ms = int(start_event.time())
     facts = ExecutionFacts(execution_id, "unknown", "", start_ms, start_ms, None)

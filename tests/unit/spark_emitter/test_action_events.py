@@ -139,3 +139,22 @@ def test_create_table_output_has_the_new_tables_schema() -> None:
         {"name": "id", "type": "integer"},
         {"name": "name", "type": "string"},
     ]
+
+
+def test_a_renamed_table_names_the_dataset_it_was_in_the_lifecycle_facet() -> None:
+    renamed = ExecutionFacts(
+        6,
+        "command",
+        "Execute AlterTableRenameCommand",
+        1_000,
+        1_100,
+        None,
+        write=WriteFacts(
+            ("file", "/wh/new"), ("file:/wh", "default.new"), "RENAME", previous=("file", "/wh/old")
+        ),
+    )
+    event = action_event(APP, action_run(APP, renamed), renamed, "COMPLETE", 1_100)
+    assert VALIDATOR.validate(event) == []
+    lifecycle = event["outputs"][0]["facets"]["lifecycleStateChange"]
+    assert lifecycle["lifecycleStateChange"] == "RENAME"
+    assert lifecycle["previousIdentifier"] == {"namespace": "file", "name": "/wh/old"}
