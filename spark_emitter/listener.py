@@ -19,7 +19,8 @@ When events go out follows the official integration (``SparkSQLExecutionContext`
   (``pysparkHadoopFSStartEvent.json``). We do the same read, so a START carries the
   inputs, outputs, schemas and column lineage of the plan (not the write's statistics,
   not the action's name, which only the end event has). Only writes are decided at
-  start (but ALTER TABLE RENAME / ADD COLUMNS, whose table is reported as it is after); what is decided by the action's name (read-only actions, when reported) and
+  start (but ALTER TABLE RENAME / ADD COLUMNS, whose table is reported as it is
+  after); what is decided by the action's name (read-only actions, when reported) and
   executions whose plan was already gone get their START at the end, stamped with the
   real start time.
 - RUNNING at each Spark job's start and end within the execution (the official sends
