@@ -14,10 +14,17 @@ import os
 import time
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import quote_plus
 
 from spark_emitter.config import EmitterConfig, resolve_config
 from spark_emitter.delivery import DeliveryStats, EventSender
-from spark_emitter.events import AppContext, JobRef, normalize_name
+from spark_emitter.events import (
+    AppContext,
+    ApplicationDetails,
+    JobRef,
+    TableCatalog,
+    normalize_name,
+)
 from spark_emitter.listener import LineageListener
 from spark_emitter.plan_reader import CatalogContext
 from spark_emitter.run_ids import uuid7
@@ -85,7 +92,48 @@ def _catalog_context(spark: Any) -> CatalogContext:
     return CatalogContext(spark._jsparkSession, metastore, warehouse)
 
 
-def _app_context(spark: Any, config: EmitterConfig, conf: Mapping[str, str]) -> AppContext:
+def _application_details(spark: Any, conf: Mapping[str, str]) -> ApplicationDetails:
+    """What the official ``spark_applicationDetails`` facet says of this application
+    (its ``proxyUrl`` and ``historyUrl`` only when YARN's or the reverse proxy's are set)."""
+    context = spark.sparkContext
+    app_id = str(context.applicationId)
+    proxy = conf.get(
+        "spark.org.apache.hadoop.yarn.server.webproxy.amfilter.AmIpFilter.param.PROXY_URI_BASES"
+    )
+    if proxy is None and conf.get("spark.ui.reverseProxy") == "true":
+        base = conf.get("spark.ui.reverseProxyUrl")
+        proxy = f"{base.rstrip('/')}/proxy/{quote_plus(app_id)}" if base else None
+    history = conf.get("spark.yarn.historyServer.address")
+    if history is not None:
+        history = history if history.startswith("http") else f"http://{history}"
+        history = f"{history.rstrip('/')}/history/{quote_plus(app_id)}"
+    return ApplicationDetails(
+        master=str(context.master),
+        app_name=str(context.appName),
+        application_id=app_id,
+        deploy_mode=conf.get("spark.submit.deployMode", "client"),
+        user_name=str(context.sparkUser()),
+        driver_host=conf.get("spark.driver.host"),
+        ui_web_url=context.uiWebUrl,
+        proxy_url=proxy,
+        history_url=history,
+    )
+
+
+def _table_catalog(spark: Any, catalog: CatalogContext) -> TableCatalog:
+    implementation = spark.conf.get("spark.sql.catalogImplementation", "in-memory")
+    return TableCatalog(
+        name="spark_catalog",
+        type=implementation,
+        framework="hive" if implementation == "hive" else "spark",
+        metadata_uri=catalog.metastore_uri,
+        warehouse_uri=catalog.warehouse,
+    )
+
+
+def _app_context(
+    spark: Any, config: EmitterConfig, conf: Mapping[str, str], catalog: CatalogContext
+) -> AppContext:
     parent = root = None
     if config.parent_namespace and config.parent_name and config.parent_run_id:
         parent = JobRef(config.parent_namespace, config.parent_name, config.parent_run_id)
@@ -101,6 +149,8 @@ def _app_context(spark: Any, config: EmitterConfig, conf: Mapping[str, str]) -> 
         root=root,
         append_dataset_name=config.append_dataset_name,
         report_read_only_actions=config.report_read_only_actions,
+        details=_application_details(spark, conf),
+        catalog=_table_catalog(spark, catalog),
     )
 
 
@@ -152,10 +202,11 @@ def enable_lineage(
         timeout=config.timeout,
         queue_size=config.queue_size,
     )
+    catalog = _catalog_context(spark)
     listener = LineageListener(
-        _app_context(spark, config, conf),
+        _app_context(spark, config, conf, catalog),
         sender,
-        _catalog_context(spark),
+        catalog,
         spark.sparkContext._jvm,
         config.drain_timeout,
         config.running_interval,

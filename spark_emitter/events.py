@@ -34,7 +34,10 @@ __all__ = [
     "PRODUCER",
     "ActionRun",
     "AppContext",
+    "ApplicationDetails",
+    "JobDetails",
     "JobRef",
+    "TableCatalog",
     "action_event",
     "action_events",
     "action_run",
@@ -49,12 +52,9 @@ SCHEMA_URL = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent
 _FACETS = "https://openlineage.io/spec/facets"
 _SUBSET_SCHEMA = f"{_FACETS}/1-0-0/BaseSubsetDatasetFacet.json"
 _SUBSET_DEFS = {"input": "InputSubsetInputDatasetFacet", "output": "OutputSubsetOutputDatasetFacet"}
-# Our one custom facet; its schema ships in the repository at this path and the proxy's
-# validator registers it by default (proxy/validation/extra_schemas.py).
-_SPARK_PROPERTIES_SCHEMA = (
-    "https://github.com/lineage-proxy/lineage-proxy/blob/main/"
-    "proxy/validation/schemas/SparkPropertiesFacet.json#/$defs/SparkPropertiesFacet"
-)
+# Our custom facets' schemas ship in the repository under this path and the proxy's
+# validator registers them by default (proxy/validation/extra_schemas.py).
+_OWN_SCHEMAS = "https://github.com/lineage-proxy/lineage-proxy/blob/main/proxy/validation/schemas"
 
 # Executions Spark runs for display or internally (schema inference, show(), first()):
 # reporting them as jobs would bury the real work — even when read-only actions are
@@ -74,6 +74,44 @@ class JobRef:
 
 
 @dataclass(frozen=True)
+class ApplicationDetails:
+    """The official ``spark_applicationDetails`` run facet's fields (on the application's
+    START): who runs the application where, and where its UIs are."""
+
+    master: str
+    app_name: str  # as Spark has it, not normalised
+    application_id: str
+    deploy_mode: str
+    user_name: str
+    driver_host: str | None = None
+    ui_web_url: str | None = None
+    proxy_url: str | None = None
+    history_url: str | None = None
+
+
+@dataclass(frozen=True)
+class JobDetails:
+    """The official ``spark_jobDetails`` run facet's fields: the Spark job whose start an
+    action's RUNNING event reports."""
+
+    job_id: int
+    description: str | None = None  # spark.job.description
+    group: str | None = None  # spark.jobGroup.id
+    call_site: str | None = None  # callSite.short
+
+
+@dataclass(frozen=True)
+class TableCatalog:
+    """The catalog tables are named in, for the ``catalog`` dataset facet of a table."""
+
+    name: str  # spark_catalog
+    type: str  # spark.sql.catalogImplementation: hive or in-memory
+    framework: str  # hive (a metastore) or spark (Spark's own in-memory catalog)
+    metadata_uri: str | None = None  # the Hive metastore URI
+    warehouse_uri: str | None = None
+
+
+@dataclass(frozen=True)
 class AppContext:
     """Everything about the application that every event repeats."""
 
@@ -86,6 +124,8 @@ class AppContext:
     root: JobRef | None = None
     append_dataset_name: bool = True
     report_read_only_actions: bool = False
+    details: ApplicationDetails | None = None
+    catalog: TableCatalog | None = None
 
     @property
     def application(self) -> JobRef:
@@ -142,6 +182,73 @@ def _parent_facet(parent: JobRef, root: JobRef) -> dict[str, Any]:
     return _facet("ParentRunFacet", "1-2-0", **_ref(parent), root=_ref(root))
 
 
+def _own_facet(facet_type: str, /, **fields: Any) -> dict[str, Any]:
+    """A facet of ours, its schema a file in this repository; fields that are None left out."""
+    return {
+        "_producer": PRODUCER,
+        "_schemaURL": f"{_OWN_SCHEMAS}/{facet_type}.json#/$defs/{facet_type}",
+        **{k: v for k, v in fields.items() if v is not None},
+    }
+
+
+def application_details_facet(details: ApplicationDetails) -> dict[str, Any]:
+    """``spark_applicationDetails``, field names as the official integration's."""
+    return _own_facet(
+        "SparkApplicationDetailsFacet",
+        master=details.master,
+        appName=details.app_name,
+        applicationId=details.application_id,
+        deployMode=details.deploy_mode,
+        driverHost=details.driver_host,
+        userName=details.user_name,
+        uiWebUrl=details.ui_web_url,
+        proxyUrl=details.proxy_url,
+        historyUrl=details.history_url,
+    )
+
+
+def job_details_facet(details: JobDetails) -> dict[str, Any]:
+    """``spark_jobDetails``, field names as the official integration's."""
+    return _own_facet(
+        "SparkJobDetailsFacet",
+        jobId=details.job_id,
+        jobDescription=details.description,
+        jobGroup=details.group,
+        jobCallSite=details.call_site,
+    )
+
+
+def catalog_facet(catalog: TableCatalog) -> dict[str, Any]:
+    """The standard ``catalog`` dataset facet of a table read or written through it."""
+    facet = _facet(
+        "CatalogDatasetFacet",
+        "1-1-0",
+        framework=catalog.framework,
+        type=catalog.type,
+        name=catalog.name,
+        source="spark",
+    )
+    if catalog.metadata_uri is not None:
+        facet["metadataUri"] = catalog.metadata_uri
+    if catalog.warehouse_uri is not None:
+        facet["warehouseUri"] = catalog.warehouse_uri
+    return facet
+
+
+def lifecycle_facet(change: str, previous: DatasetName | None = None) -> dict[str, Any]:
+    """The standard ``lifecycleStateChange`` dataset facet; a RENAME names the dataset it
+    was (``previousIdentifier``)."""
+    facet = _facet("LifecycleStateChangeDatasetFacet", "1-0-1", lifecycleStateChange=change)
+    if previous is not None:
+        facet["previousIdentifier"] = {"namespace": previous[0], "name": previous[1]}
+    return facet
+
+
+def sql_facet(query: str) -> dict[str, Any]:
+    """The standard ``sql`` job facet: the text given to ``spark.sql``."""
+    return _facet("SQLJobFacet", "1-1-0", query=query, dialect="spark")
+
+
 def _engine_facets(app: AppContext) -> dict[str, Any]:
     return {
         "processing_engine": _facet(
@@ -151,11 +258,9 @@ def _engine_facets(app: AppContext) -> dict[str, Any]:
             name="spark",
             openlineageAdapterVersion=__version__,
         ),
-        "spark_properties": {
-            "_producer": PRODUCER,
-            "_schemaURL": _SPARK_PROPERTIES_SCHEMA,
-            "properties": dict(app.spark_properties),
-        },
+        "spark_properties": _own_facet(
+            "SparkPropertiesFacet", properties=dict(app.spark_properties)
+        ),
     }
 
 
@@ -187,6 +292,8 @@ def application_event(
 ) -> dict[str, Any]:
     """START / COMPLETE / FAIL of the application run."""
     run_facets = _engine_facets(app)
+    if event_type == "START" and app.details is not None:
+        run_facets["spark_applicationDetails"] = application_details_facet(app.details)
     if app.parent is not None:
         run_facets["parent"] = _parent_facet(app.parent, app.root or app.parent)
     if error is not None:
@@ -309,7 +416,16 @@ def _add_location(dataset: dict[str, Any], container: str, name: str) -> None:
         locations.append(name)
 
 
-def _inputs(facts: ExecutionFacts) -> list[dict[str, Any]]:
+def _table_facets(app: AppContext, symlink: tuple[str, str]) -> dict[str, Any]:
+    """What a dataset read or written through a catalog table carries: the table's name
+    (``symlinks``) and the catalog's (``catalog``)."""
+    facets = {"symlinks": _symlinks(symlink)}
+    if app.catalog is not None:
+        facets["catalog"] = catalog_facet(app.catalog)
+    return facets
+
+
+def _inputs(app: AppContext, facts: ExecutionFacts) -> list[dict[str, Any]]:
     """One input per dataset read, partition directories trimmed and merged into it."""
     leaves = [node for node in facts.query.walk() if not node.children] if facts.query else []
     seen: dict[DatasetName, dict[str, Any]] = {}
@@ -323,7 +439,7 @@ def _inputs(facts: ExecutionFacts) -> list[dict[str, Any]]:
                     fields = [(a.name, type_name(a.data_type)) for a in attrs]
                     facets["schema"] = _schema_facet(fields)
                 if read.symlink is not None:
-                    facets["symlinks"] = _symlinks(read.symlink)
+                    facets.update(_table_facets(app, read.symlink))
                 seen[name] = {"namespace": name[0], "name": name[1], "facets": facets}
             if name != dataset:
                 _add_location(seen[name], "input", dataset[1])
@@ -335,7 +451,7 @@ def _inputs(facts: ExecutionFacts) -> list[dict[str, Any]]:
     return list(seen.values())
 
 
-def _outputs(facts: ExecutionFacts, complete: bool) -> list[dict[str, Any]]:
+def _outputs(app: AppContext, facts: ExecutionFacts, complete: bool) -> list[dict[str, Any]]:
     write = facts.write
     if write is None:
         return []
@@ -356,11 +472,9 @@ def _outputs(facts: ExecutionFacts, complete: bool) -> list[dict[str, Any]]:
         if lineage.fields or lineage.dataset:
             facets["columnLineage"] = _column_lineage_facet(lineage)
     if write.symlink is not None:
-        facets["symlinks"] = _symlinks(write.symlink)
+        facets.update(_table_facets(app, write.symlink))
     if write.lifecycle is not None:
-        facets["lifecycleStateChange"] = _facet(
-            "LifecycleStateChangeDatasetFacet", "1-0-1", lifecycleStateChange=write.lifecycle
-        )
+        facets["lifecycleStateChange"] = lifecycle_facet(write.lifecycle, write.previous)
     if complete and facts.rows is not None:
         statistics: dict[str, Any] = {"rowCount": facts.rows}
         if facts.bytes is not None:
@@ -398,12 +512,23 @@ def end_type(facts: ExecutionFacts) -> str:
 
 
 def action_event(
-    app: AppContext, run: ActionRun, facts: ExecutionFacts, event_type: str, time_ms: int
+    app: AppContext,
+    run: ActionRun,
+    facts: ExecutionFacts,
+    event_type: str,
+    time_ms: int,
+    job: JobDetails | None = None,
 ) -> dict[str, Any]:
     """One event of an action's run, parented to the application. The error goes on a
-    FAIL, the written statistics on a COMPLETE; inputs and outputs are on every event."""
+    FAIL, the written statistics on a COMPLETE, the Spark ``job`` whose start a RUNNING
+    reports on that RUNNING; inputs, outputs and the SQL text are on every event."""
     parent = _parent_facet(app.application, app.root or app.parent or app.application)
     run_facets: dict[str, Any] = {"parent": parent, **_engine_facets(app)}
+    if job is not None:
+        run_facets["spark_jobDetails"] = job_details_facet(job)
+    job_facets: dict[str, Any] = {"jobType": _job_type("SQL_JOB")}
+    if facts.sql is not None:
+        job_facets["sql"] = sql_facet(facts.sql)
     if event_type == "FAIL" and facts.error is not None:
         run_facets["errorMessage"] = _facet(
             "ErrorMessageRunFacet",
@@ -418,9 +543,9 @@ def action_event(
         run.run_id,
         (app.namespace, run.job_name),
         run_facets,
-        {"jobType": _job_type("SQL_JOB")},
-        _inputs(facts),
-        _outputs(facts, complete=event_type == "COMPLETE"),
+        job_facets,
+        _inputs(app, facts),
+        _outputs(app, facts, complete=event_type == "COMPLETE"),
     )
 
 

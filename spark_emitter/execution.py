@@ -55,6 +55,10 @@ class WriteFacts:
     # Commands that create or drop a table suffix their job with the table's ``db_table``;
     # inserts (into paths or tables) with the last two parts of the written location.
     job_named_by_table: bool = False
+    # (name, type) of a created table's columns, when no query defines them (CREATE TABLE).
+    schema: list[tuple[str, str]] = field(default_factory=list)
+    # A renamed table's dataset before the rename (the lifecycle facet's previousIdentifier).
+    previous: tuple[str, str] | None = None
 
 
 @dataclass
@@ -78,3 +82,4 @@ class ExecutionFacts:
     rows: int | None = None
     bytes: int | None = None
     files: int | None = None
+    sql: str | None = None  # the SQL text the plan was parsed from (spark.sql), if any

@@ -19,7 +19,8 @@ When events go out follows the official integration (``SparkSQLExecutionContext`
   (``pysparkHadoopFSStartEvent.json``). We do the same read, so a START carries the
   inputs, outputs, schemas and column lineage of the plan (not the write's statistics,
   not the action's name, which only the end event has). Only writes are decided at
-  start; what is decided by the action's name (read-only actions, when reported) and
+  start (but ALTER TABLE RENAME / ADD COLUMNS, whose table is reported as it is
+  after); what is decided by the action's name (read-only actions, when reported) and
   executions whose plan was already gone get their START at the end, stamped with the
   real start time.
 - RUNNING at each Spark job's start and end within the execution (the official sends
@@ -58,6 +59,7 @@ from spark_emitter.delivery import EventSender
 from spark_emitter.events import (
     ActionRun,
     AppContext,
+    JobDetails,
     action_event,
     action_events,
     action_run,
@@ -81,6 +83,11 @@ log = logging.getLogger(__name__)
 
 def _ignore(*_args: Any) -> None:
     return None
+
+
+def _property(properties: Any, key: str) -> str | None:
+    value = properties.getProperty(key)
+    return str(value) if value is not None else None
 
 
 @dataclass
@@ -152,8 +159,15 @@ class LineageListener:
             execution_id = int(execution)
             root_id = self._starts.get(execution_id, (0, execution_id))[1]
             if root_id in self._live:
-                self._job_roots[int(event.jobId())] = root_id
-                self._running(root_id, int(event.time()))
+                job_id = int(event.jobId())
+                self._job_roots[job_id] = root_id
+                details = JobDetails(
+                    job_id,
+                    _property(properties, "spark.job.description"),
+                    _property(properties, "spark.jobGroup.id"),
+                    _property(properties, "callSite.short"),
+                )
+                self._running(root_id, int(event.time()), details)
 
     def onJobEnd(self, event: Any) -> None:
         if not self._job_roots:
@@ -209,13 +223,13 @@ class LineageListener:
         self._live[execution_id] = live
         self._sender.submit(action_event(self.app, live.run, facts, "START", facts.start_ms))
 
-    def _running(self, root_id: int, time_ms: int) -> None:
+    def _running(self, root_id: int, time_ms: int, job: JobDetails | None = None) -> None:
         live = self._live[root_id]
         now = time.monotonic()
         if live.last_running is not None and now - live.last_running < self._running_interval:
             return
         live.last_running = now
-        self._sender.submit(action_event(self.app, live.run, live.facts, "RUNNING", time_ms))
+        self._sender.submit(action_event(self.app, live.run, live.facts, "RUNNING", time_ms, job))
 
     def _on_execution_end(self, event: Any) -> None:
         execution_id = int(event.executionId())

@@ -13,6 +13,7 @@ listener guards the call as a whole.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 from dataclasses import dataclass
@@ -201,12 +202,46 @@ def _write(root: Any, root_node: Node, context: CatalogContext) -> tuple[Any, Wr
             dataset = jdbc_dataset(str(url), str(table))
             return root.query(), WriteFacts(dataset, None, lifecycle, "jdbc")
         return root.query(), None
+    if kind == "InsertIntoDataSourceDirCommand":  # INSERT OVERWRITE DIRECTORY ... USING
+        dataset = path_dataset(str(_option(root.storage().locationUri()).toString()))
+        lifecycle = "OVERWRITE" if root.overwrite() else None
+        return root.query(), WriteFacts(dataset, None, lifecycle, str(root.provider()))
     if kind in _CREATE_TABLE:
-        dataset, symlink = _table_names(getattr(root, _CREATE_TABLE[kind])(), context)
-        return None, WriteFacts(dataset, symlink, "CREATE", job_named_by_table=True)
+        table = getattr(root, _CREATE_TABLE[kind])()
+        dataset, symlink = _table_names(table, context)
+        # The new table's columns are its schema: there is no query to take them from.
+        write = WriteFacts(dataset, symlink, "CREATE", job_named_by_table=True)
+        write.schema = _schema(table)
+        return None, write
     if kind in ("DropTable", "DropTableCommand"):
         return None, _dropped_table(root, kind, context)
+    if kind in _TABLE_CHANGES:
+        return None, _changed_table(root, kind, context)
     return root, None
+
+
+# Commands that change a catalog table in place: root class → (accessor of the table's
+# identifier, lifecycle). The official integration reports the table as it is afterwards
+# (after a rename, under its new name with the old one as ``previousIdentifier``; after
+# ADD COLUMNS, with them), so these are read at the end only (see ``_END_ONLY``).
+_TABLE_CHANGES = {
+    "TruncateTableCommand": ("tableName", "TRUNCATE"),
+    "AlterTableRenameCommand": ("newName", "RENAME"),
+    "AlterTableAddColumnsCommand": ("table", None),
+}
+_END_ONLY = frozenset({"AlterTableRenameCommand", "AlterTableAddColumnsCommand"})
+
+
+def _changed_table(root: Any, kind: str, context: CatalogContext) -> WriteFacts:
+    accessor, lifecycle = _TABLE_CHANGES[kind]
+    table = context.session.sessionState().catalog().getTableMetadata(getattr(root, accessor)())
+    dataset, symlink = _table_names(table, context)
+    write = WriteFacts(dataset, symlink, lifecycle, job_named_by_table=True)
+    write.schema = _schema(table)
+    if kind == "AlterTableRenameCommand":
+        old, new = str(root.oldName().table()), str(root.newName().table())
+        write.previous = (dataset[0], dataset[1].replace(new, old))
+    return write
 
 
 def _dropped_table(root: Any, kind: str, context: CatalogContext) -> WriteFacts | None:
@@ -253,8 +288,9 @@ def _write_metrics(executed: Any) -> tuple[int | None, int | None, int | None]:
     return None, None, None
 
 
-def _schema(query: Any) -> list[tuple[str, str]]:
-    fields = json.loads(str(query.schema().json())).get("fields", [])
+def _schema(plan_or_table: Any) -> list[tuple[str, str]]:
+    """(name, type) of the columns of a plan or a CatalogTable."""
+    fields = json.loads(str(plan_or_table.schema().json())).get("fields", [])
     return [(str(f["name"]), type_name(f["type"])) for f in fields]
 
 
@@ -293,11 +329,36 @@ def read_outcome(end_event: Any, jvm: Any) -> tuple[str | None, str | None]:
     return text, str(jvm.org.apache.spark.util.Utils.exceptionString(failure))
 
 
+def _sql_text(qe: Any) -> str | None:
+    """The SQL text a plan was parsed from (``spark.sql``), which Catalyst keeps in each
+    parsed node's origin (Spark 3.4+); None for DataFrame API actions.
+
+    The analyser's rewrite of a CREATE TABLE (AS SELECT) or DROP TABLE into a V1 command
+    drops the command's origin; a CTAS still has it on its query, a plain CREATE TABLE or
+    DROP TABLE has it nowhere, so they carry no ``sql`` facet.
+    """
+    plan = qe.logical()
+    candidates = [plan]
+    with contextlib.suppress(Exception):  # only write commands have a query
+        candidates.append(plan.query())
+    for candidate in candidates:
+        try:
+            text = _option(candidate.origin().sqlText())
+        except Exception:  # an older Spark without Origin.sqlText
+            return None
+        if text is not None:
+            return str(text)
+    return None
+
+
 def _describe(facts: ExecutionFacts, qe: Any, plan: Any, context: CatalogContext) -> Any:
     """Fill ``facts`` with what ``plan`` (optimized or analysed) does; return the JVM
     executed plan (None if planning failed), where a write's metrics are read at the end."""
     root_node = parse_tree(json.loads(str(plan.toJSON())))
     query_jvm, facts.write = _write(plan, root_node, context)
+    facts.sql = _sql_text(qe)
+    if facts.write is not None and facts.write.schema:
+        facts.output_schema = facts.write.schema
     try:
         executed = qe.executedPlan()
         facts.command = _command_name(executed)
@@ -319,7 +380,7 @@ def read_started_execution(
     analysis. The action's name and outcome are known only at the end."""
     execution_id = int(start_event.executionId())
     qe = jvm.org.apache.spark.sql.execution.SQLExecution.getQueryExecution(execution_id)
-    if qe is None:
+    if qe is None or _simple_name(qe.optimizedPlan()) in _END_ONLY:
         return None
     plan = _analysed_plan(qe)
     if plan is None:

@@ -6,7 +6,14 @@ from __future__ import annotations
 import dataclasses
 
 from proxy.validation import EventValidator
-from spark_emitter.events import AppContext, action_event, action_run, end_type, is_reported
+from spark_emitter.events import (
+    AppContext,
+    TableCatalog,
+    action_event,
+    action_run,
+    end_type,
+    is_reported,
+)
 from spark_emitter.execution import ExecutionFacts, ReadFacts, WriteFacts
 from spark_emitter.run_ids import uuid7
 
@@ -65,3 +72,89 @@ def test_a_query_that_failed_in_analysis_is_a_fail_with_the_error_and_its_stack(
     error = fail["run"]["facets"]["errorMessage"]
     assert (error["message"], error["programmingLanguage"]) == (failed.error, "JAVA")
     assert error["stackTrace"] == failed.stack_trace
+
+
+CATALOG = TableCatalog("spark_catalog", "in-memory", "spark", warehouse_uri="file:/wh")
+
+
+def test_a_table_read_and_written_carries_the_standard_catalog_facet() -> None:
+    app = dataclasses.replace(APP, catalog=CATALOG)
+    facts = dataclasses.replace(
+        PLANNED,
+        reads=[
+            ReadFacts("LogicalRelation", ("file", "/wh/orders"), ("file:/wh", "default.orders"))
+        ],
+        write=WriteFacts(("file", "/wh/daily"), ("file:/wh", "default.daily"), output_names=["id"]),
+    )
+    event = action_event(app, action_run(app, facts), facts, "START", 1_000)
+    assert VALIDATOR.validate(event) == []
+    for dataset in (event["inputs"][0], event["outputs"][0]):
+        catalog = dataset["facets"]["catalog"]
+        assert catalog["_schemaURL"].endswith(
+            "/1-1-0/CatalogDatasetFacet.json#/$defs/CatalogDatasetFacet"
+        )
+        assert {k: v for k, v in catalog.items() if not k.startswith("_")} == {
+            "framework": "spark",
+            "type": "in-memory",
+            "name": "spark_catalog",
+            "warehouseUri": "file:/wh",
+            "source": "spark",
+        }
+
+
+def test_a_path_dataset_has_no_catalog_facet() -> None:
+    app = dataclasses.replace(APP, catalog=CATALOG)
+    event = action_event(app, action_run(app, PLANNED), PLANNED, "START", 1_000)
+    assert "catalog" not in event["outputs"][0]["facets"]
+    assert "catalog" not in event["inputs"][0]["facets"]
+
+
+def test_an_action_from_spark_sql_carries_its_text_in_the_sql_job_facet() -> None:
+    facts = dataclasses.replace(PLANNED, sql="INSERT INTO daily SELECT id FROM orders")
+    run = action_run(APP, facts)
+    events = [action_event(APP, run, facts, t, 1_000) for t in ("START", "RUNNING", "COMPLETE")]
+    for event in events:
+        assert VALIDATOR.validate(event) == []
+        sql = event["job"]["facets"]["sql"]
+        assert (sql["query"], sql["dialect"]) == (facts.sql, "spark")
+        assert sql["_schemaURL"].endswith("/1-1-0/SQLJobFacet.json#/$defs/SQLJobFacet")
+    api = action_event(APP, run, PLANNED, "START", 1_000)
+    assert "sql" not in api["job"]["facets"]
+
+
+def test_create_table_output_has_the_new_tables_schema() -> None:
+    create = ExecutionFacts(
+        5,
+        "command",
+        "Execute CreateDataSourceTableCommand",
+        1_000,
+        1_100,
+        None,
+        output_schema=[("id", "integer"), ("name", "string")],
+        write=WriteFacts(("file", "/wh/t"), ("file:/wh", "default.t"), "CREATE"),
+    )
+    event = action_event(APP, action_run(APP, create), create, "COMPLETE", 1_100)
+    assert VALIDATOR.validate(event) == []
+    assert event["outputs"][0]["facets"]["schema"]["fields"] == [
+        {"name": "id", "type": "integer"},
+        {"name": "name", "type": "string"},
+    ]
+
+
+def test_a_renamed_table_names_the_dataset_it_was_in_the_lifecycle_facet() -> None:
+    renamed = ExecutionFacts(
+        6,
+        "command",
+        "Execute AlterTableRenameCommand",
+        1_000,
+        1_100,
+        None,
+        write=WriteFacts(
+            ("file", "/wh/new"), ("file:/wh", "default.new"), "RENAME", previous=("file", "/wh/old")
+        ),
+    )
+    event = action_event(APP, action_run(APP, renamed), renamed, "COMPLETE", 1_100)
+    assert VALIDATOR.validate(event) == []
+    lifecycle = event["outputs"][0]["facets"]["lifecycleStateChange"]
+    assert lifecycle["lifecycleStateChange"] == "RENAME"
+    assert lifecycle["previousIdentifier"] == {"namespace": "file", "name": "/wh/old"}
