@@ -380,12 +380,14 @@ def read_started_execution(
     analysis. The action's name and outcome are known only at the end."""
     execution_id = int(start_event.executionId())
     qe = jvm.org.apache.spark.sql.execution.SQLExecution.getQueryExecution(execution_id)
-    if qe is None or _simple_name(qe.optimizedPlan()) in _END_ONLY:
+    if qe is None:
         return None
     plan = _analysed_plan(qe)
     if plan is None:
         # Failed in analysis while still registered (the listener bus was quick): its
         # end reports it as a FAIL, with the error.
+        return None
+    if _simple_name(plan) in _END_ONLY:
         return None
     start_ms = int(start_event.time())
     facts = ExecutionFacts(execution_id, "unknown", "", start_ms, start_ms, None)
