@@ -66,8 +66,6 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 def _cmd_validate(args: argparse.Namespace) -> int:
     from proxy.validation import EventValidator
 
-    if (args.cases is None) == (not args.events):
-        raise UsageError("give EVENT.json files or --cases FILE (not both)")
     config = _config(args) if args.config else ProxyConfig()
     validator = EventValidator(
         strict=args.strict or config.validation.is_strict,
