@@ -97,14 +97,10 @@ async def post_events(
     return result
 
 
-def kafka_run_ids(
-    bootstrap: str, topic: str, *, expect: int | None = None, timeout: float = 60.0
-) -> Counter[str]:
+def kafka_run_ids(bootstrap: str, topic: str, *, timeout: float = 60.0) -> Counter[str]:
     """runIds of every RunEvent produced to ``topic`` so far, counted (a count above 1 is
     a duplicate); read up to a marker in every partition, so nothing is missed and no
-    fixed wait is involved. ``expect`` is not needed for that and is accepted only so
-    older callers keep working."""
-    del expect
+    fixed wait is involved."""
     records = read_all_produced_so_far(bootstrap, topic, timeout=timeout)
     return Counter(_run_id(r) for r in records)
 

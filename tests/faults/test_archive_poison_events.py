@@ -62,7 +62,7 @@ async def test_poison_events_are_stored_once_and_never_fail_good_ones(
     async with start_proxy(routing={"archive_root": tmp_path}) as url:
         load = await post_events(url, mixed, concurrency=32)
     acked = set(load.acknowledged)
-    in_kafka = kafka_run_ids(broker.bootstrap_servers, topic, expect=len(acked))
+    in_kafka = kafka_run_ids(broker.bootstrap_servers, topic)
     in_archive = archived_run_ids(tmp_path / "events")
     poison_ids = {e["run"]["runId"] for e in poison}
     figures = report(
@@ -107,6 +107,6 @@ async def test_openlineage_python_client_sends_each_poison_event_once(
             await asyncio.to_thread(client.emit, event)
         await asyncio.to_thread(client.close)
     sent = [e.run.runId for e in events]
-    in_kafka = kafka_run_ids(broker.bootstrap_servers, topic, expect=len(sent))
+    in_kafka = kafka_run_ids(broker.bootstrap_servers, topic)
     assert in_kafka == Counter(sent)  # one copy each: no retry happened
     assert archived_run_ids(tmp_path / "events") == Counter(sent)

@@ -17,7 +17,7 @@ async def test_every_acknowledged_event_from_32_clients_is_in_kafka_once(
 ):
     async with start_proxy() as url:
         load = await post_events(url, (rich_run_event() for _ in range(400)), concurrency=32)
-    found = kafka_run_ids(broker.bootstrap_servers, topic, expect=len(load.acknowledged))
+    found = kafka_run_ids(broker.bootstrap_servers, topic)
     figures = report("fair_weather_32_clients", sent=load.sent, **compare(load.acknowledged, found))
     assert load.statuses == {200: 400}
     assert figures["lost"] == 0 and figures["duplicates"] == 0

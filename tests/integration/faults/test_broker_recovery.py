@@ -82,9 +82,7 @@ async def test_broker_paused_then_resumed_serves_2xx_again_without_restart(
             pause_for_ten_seconds(),
         )
         ready_again = await _ready_within(probe, url, RECOVERY_SECONDS)
-    found = await asyncio.to_thread(
-        kafka_run_ids, dedicated_broker.bootstrap_servers, topic, expect=len(load.acknowledged)
-    )
+    found = await asyncio.to_thread(kafka_run_ids, dedicated_broker.bootstrap_servers, topic)
     figures = report(
         "broker_sigstop_10s_then_sigcont",
         sent=load.sent,
@@ -111,9 +109,7 @@ async def test_broker_replaced_on_same_address_serves_2xx_again_and_loses_nothin
     ):
         # What the first broker holds is read before it dies (it keeps nothing on disk).
         before = await post_events(url, (run_event() for _ in range(200)))
-        found_first = await asyncio.to_thread(
-            kafka_run_ids, first_broker.bootstrap_servers, topic, expect=len(before.acknowledged)
-        )
+        found_first = await asyncio.to_thread(kafka_run_ids, first_broker.bootstrap_servers, topic)
         second_broker = EmbeddedBroker(first_broker.port)
 
         async def replace_broker() -> tuple[list[int | str], float, float]:
@@ -139,7 +135,7 @@ async def test_broker_replaced_on_same_address_serves_2xx_again_and_loses_nothin
             # Sent to a dead broker and answered 2xx long after it died: a false promise.
             while_down = [run_id for t, run_id in acked if killed_at + 1 < t < up_at]
             found_second = await asyncio.to_thread(
-                kafka_run_ids, second_broker.bootstrap_servers, topic, expect=len(after_up)
+                kafka_run_ids, second_broker.bootstrap_servers, topic
             )
         finally:
             second_broker.stop()
