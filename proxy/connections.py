@@ -20,6 +20,7 @@ import asyncio
 import logging
 import resource
 from collections.abc import Awaitable, Callable
+from typing import cast
 
 from aiohttp import web
 
@@ -128,8 +129,9 @@ class _Connection(asyncio.Protocol):
         # True between requests: the next bytes start a header and its deadline.
         self._waiting_header = True
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+    def connection_made(self, base: asyncio.BaseTransport) -> None:
+        # A stream transport; uvloop's does not subclass asyncio.Transport, so no isinstance.
+        transport = cast(asyncio.Transport, base)
         guard = self._guard
         if len(guard._open) >= guard.max_connections:
             guard._refuse(transport)

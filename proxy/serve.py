@@ -13,7 +13,7 @@ import errno
 import logging
 import resource
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 
@@ -104,6 +104,19 @@ async def _serve(config: ProxyConfig) -> None:
     log.info("stopped")
 
 
+def _loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
+    """The event loop ``server.event_loop`` names; asyncio's own where uvloop is missing
+    (it has no Windows build)."""
+    if name == "uvloop":
+        try:
+            import uvloop
+        except ImportError:
+            log.warning("server.event_loop: uvloop is not installed; using asyncio's loop")
+        else:
+            return uvloop.new_event_loop
+    return asyncio.new_event_loop
+
+
 def run_server(config: ProxyConfig) -> None:
     """Start an embedded broker if the config asks for one, then serve until signalled."""
     _raise_open_file_limit()
@@ -112,4 +125,5 @@ def run_server(config: ProxyConfig) -> None:
             broker = stack.enter_context(EmbeddedBroker())
             kafka = config.kafka.model_copy(update={"bootstrap_servers": broker.bootstrap_servers})
             config = config.model_copy(update={"kafka": kafka})
-        asyncio.run(_serve(config))
+        with asyncio.Runner(loop_factory=_loop_factory(config.server.event_loop)) as runner:
+            runner.run(_serve(config))
