@@ -125,18 +125,22 @@ async def post_batch(request: web.Request) -> web.Response:
             failures[index] = checked
 
     invalid = [i for i, r in failures.items() if r.reason is RejectionReason.INVALID]
-    outcomes = await asyncio.gather(
-        *(pipeline.deliver(accepted.event) for accepted in valid.values()),
-        *(pipeline.deliver_rejected(events[i], failures[i]) for i in invalid),
-        return_exceptions=True,
-    )
-    outcomes = outcomes[: len(valid)]
+    # Every valid event in one go: one future per destination for the whole request.
+    deliveries = pipeline.deliver_many([accepted.event for accepted in valid.values()])
+    if invalid:
+        outcomes, _ = await asyncio.gather(
+            deliveries,
+            asyncio.gather(
+                *(pipeline.deliver_rejected(events[i], failures[i]) for i in invalid),
+                return_exceptions=True,
+            ),
+        )
+    else:
+        outcomes = await deliveries
     spooled = any(outcome is True for outcome in outcomes)
     for index, outcome in zip(valid, outcomes, strict=True):
         if isinstance(outcome, DeliveryError):
             failures[index] = _delivery_failure(outcome)
-        elif isinstance(outcome, BaseException):
-            raise outcome
     for index, rejection in failures.items():
         pipeline.metrics.rejected.labels(rejection.reason).inc()
         if rejection.status < 500:

@@ -21,12 +21,13 @@ import enum
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from proxy.auth import Principal
 from proxy.destinations import DeliveryError, Destination, TooLarge, payload_limit
+from proxy.destinations.base import deliver_each
 from proxy.exact_json import dumps
 from proxy.metrics import ProxyMetrics
 from proxy.openlineage import EventKind, event_kind, subject_name
@@ -39,6 +40,8 @@ from proxy.validation.repairs import EventRepairer, validate_or_repair
 __all__ = ["Accepted", "BestEffortQueue", "EventPipeline", "Rejection", "RejectionReason"]
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class RejectionReason(enum.StrEnum):
@@ -177,10 +180,82 @@ class EventPipeline:
     async def deliver(self, event: dict[str, Any]) -> bool:
         """Route and deliver; raise :class:`DeliveryError` if a durable destination failed.
         True when a destination holds the event in its local spool (Kafka unreachable)."""
-        spooled = await self._deliver_route(self.router.route(event))
-        kind = event_kind(event)
-        self._accepted(kind.value if kind else "unknown").inc()
-        return spooled
+        [outcome] = await self.deliver_many([event])
+        if isinstance(outcome, DeliveryError):
+            raise outcome
+        return outcome
+
+    async def deliver_many(self, events: Sequence[dict[str, Any]]) -> list[bool | DeliveryError]:
+        """:meth:`deliver` for many events (a batch): per event spooled (True), stored
+        (False) or why a durable destination did not take it. Each destination gets all
+        of its events in one call and the request awaits one future per destination, not
+        one per event."""
+        outcomes: list[bool | DeliveryError] = [False] * len(events)
+        routed: list[tuple[dict[str, Any], bytes]] = []
+        by_destination: dict[Destination, list[int]] = {}
+        for index, event in enumerate(events):
+            route = self.router.route(event)
+            routed.append((route.event, b""))
+            if not route.destinations:
+                continue
+            payload = dumps(route.event)
+            durable = [d for d in route.destinations if d.durable]
+            try:
+                _refuse_oversized(durable, len(payload))
+            except TooLarge as error:
+                outcomes[index] = error
+                continue
+            routed[index] = (route.event, payload)
+            for destination in route.destinations:
+                if destination.durable:
+                    by_destination.setdefault(destination, []).append(index)
+                else:
+                    self.best_effort.submit(destination, route.event, payload)
+        if by_destination:
+            self._in_flight += len(events)
+            try:
+                results = await _together(
+                    [
+                        self._deliver_many_to(d, [routed[i] for i in indexes])
+                        for d, indexes in by_destination.items()
+                    ]
+                )
+            finally:
+                self._in_flight -= len(events)
+            for (destination, indexes), result in zip(by_destination.items(), results, strict=True):
+                self._merge(destination, indexes, result, outcomes)
+        for event, outcome in zip(events, outcomes, strict=True):
+            if not isinstance(outcome, DeliveryError):
+                kind = event_kind(event)
+                self._accepted(kind.value if kind else "unknown").inc()
+        return outcomes
+
+    @staticmethod
+    def _merge(
+        destination: Destination,
+        indexes: list[int],
+        result: list[bool | DeliveryError | None] | BaseException,
+        outcomes: list[bool | DeliveryError],
+    ) -> None:
+        """Fold one destination's outcomes into the events': the first failure wins."""
+        if isinstance(result, BaseException):
+            error = (
+                result
+                if isinstance(result, DeliveryError)
+                else DeliveryError("pipeline", repr(result), retriable=True)
+            )
+            result = [error] * len(indexes)
+        failed = 0
+        for index, outcome in zip(indexes, result, strict=True):
+            if isinstance(outcome, DeliveryError):
+                failed += 1
+                if not isinstance(outcomes[index], DeliveryError):
+                    outcomes[index] = outcome
+            elif outcome is True and outcomes[index] is False:
+                outcomes[index] = True
+        if failed:
+            first = next(o for o in result if isinstance(o, DeliveryError))
+            log.warning("delivery to %s failed for %d events: %s", destination.name, failed, first)
 
     async def deliver_rejected(self, event: Any, rejection: Rejection) -> None:
         """Send an event that failed validation, with its reasons, to the ``rejected``
@@ -202,6 +277,7 @@ class EventPipeline:
             log.warning("rejected event not stored: %s", exc)
 
     async def _deliver_route(self, route: Route[Destination]) -> bool:
+        """Deliver one routed event (an invalid event's envelope to the rejected route)."""
         if not route.destinations:
             return False
         payload = dumps(route.event)
@@ -210,22 +286,7 @@ class EventPipeline:
         for destination in route.destinations:
             if not destination.durable:
                 self.best_effort.submit(destination, route.event, payload)
-        if not durable:
-            return False
-        self._in_flight += 1
-        try:
-            if len(durable) == 1:
-                # Awaiting directly spares a task per event in the one-destination case.
-                results: list[BaseException | bool | None] = [
-                    await _outcome(self.deliver_to(durable[0], route.event, payload))
-                ]
-            else:
-                results = await asyncio.gather(
-                    *(self.deliver_to(d, route.event, payload) for d in durable),
-                    return_exceptions=True,
-                )
-        finally:
-            self._in_flight -= 1
+        results = await _together([self.deliver_to(d, route.event, payload) for d in durable])
         failures = [
             (d, r) for d, r in zip(durable, results, strict=True) if isinstance(r, BaseException)
         ]
@@ -237,6 +298,28 @@ class EventPipeline:
                 raise error
             raise DeliveryError("pipeline", repr(error), retriable=True) from error
         return any(r is True for r in results)
+
+    async def _deliver_many_to(
+        self, destination: Destination, items: list[tuple[dict[str, Any], bytes]]
+    ) -> list[bool | DeliveryError | None]:
+        """Deliver ``items`` to one destination, timed and counted: in one call where the
+        destination takes many (``deliver_many``), else one delivery per event."""
+        started = time.perf_counter()
+        many = getattr(destination, "deliver_many", None)
+        if many is not None:
+            results: list[bool | DeliveryError | None] = await many(items)
+        else:
+            results = await deliver_each(destination.deliver, items)
+        elapsed = time.perf_counter() - started
+        latency = self._latency(destination.name)
+        failed = 0
+        for result in results:
+            if isinstance(result, DeliveryError):
+                self.metrics.delivery_failures.labels(destination.name, str(result.retriable)).inc()
+                failed += 1
+        for _ in range(len(results) - failed):
+            latency.observe(elapsed)
+        return results
 
     async def deliver_to(
         self, destination: Destination, event: dict[str, Any], payload: bytes
@@ -261,9 +344,19 @@ def _refuse_oversized(durable: list[Destination], size: int) -> None:
             raise TooLarge(destination.name, size, limit)
 
 
-async def _outcome(delivery: Awaitable[bool | None]) -> BaseException | bool | None:
+async def _together(jobs: list[Coroutine[Any, Any, T]]) -> list[T | BaseException]:
+    """Run ``jobs`` concurrently; per job its result or its exception (as
+    ``gather(..., return_exceptions=True)``), with one task fewer than gather: the last
+    job runs in this task. One job (the usual single destination) needs no task."""
+    tasks = [asyncio.ensure_future(_outcome(job)) for job in jobs[:-1]]
+    last = await _outcome(jobs[-1]) if jobs else None
+    results = [await task for task in tasks]
+    return [*results, last] if jobs else []  # type: ignore[list-item]
+
+
+async def _outcome(job: Awaitable[T]) -> T | BaseException:
     """What ``gather(..., return_exceptions=True)`` would give for one awaitable."""
     try:
-        return await delivery
+        return await job
     except Exception as exc:
         return exc

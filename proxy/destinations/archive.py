@@ -53,7 +53,7 @@ import os
 import time
 import uuid
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -104,11 +104,38 @@ class _OpenFile:
     size: int = 0
 
 
+class _Writes:
+    """The events of one :meth:`ArchiveWriter.write_many` call: one future for all of
+    them, resolved once each is fsynced or failed (event loop only)."""
+
+    __slots__ = ("done", "errors", "left")
+
+    def __init__(self, done: asyncio.Future[None], count: int) -> None:
+        self.done = done
+        self.left = count
+        self.errors: list[DeliveryError | None] = [None] * count
+
+    def settle(self, index: int, error: DeliveryError | None) -> None:
+        if self.done.done():
+            return  # expired: the writer was answered already
+        self.errors[index] = error
+        self.left -= 1
+        if self.left == 0 and not self.done.done():
+            self.done.set_result(None)
+
+    def expire(self, error: DeliveryError) -> None:
+        """Whatever is not settled by now fails; its writer was told "not stored"."""
+        if not self.done.done():
+            self.errors = [e if e is not None else error for e in self.errors]
+            self.done.set_result(None)
+
+
 @dataclass(slots=True)
 class _Pending:
     partition: str
     line: bytes
-    done: asyncio.Future[None]
+    writes: _Writes
+    index: int
 
 
 class ArchiveWriter:
@@ -163,20 +190,35 @@ class ArchiveWriter:
 
         Raises a retriable :class:`DeliveryError` when the disk failed or did not answer
         within ``write_timeout_seconds``."""
+        [error] = await self.write_many([(event, payload)])
+        if error is not None:
+            raise error
+
+    async def write_many(
+        self, items: Sequence[tuple[dict[str, Any], bytes]]
+    ) -> list[DeliveryError | None]:
+        """:meth:`write` for many events, awaited on one future and one timer; per event
+        None once fsynced, else why not (its partition failed, or the deadline passed)."""
         if self._worker is None or self._closing:
             raise self._error("archive writer is not running")
         if self.stalled():
             raise self._error(
                 f"disk stalled: a write has not returned in {self.write_timeout_seconds:g} s"
             )
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._pending.append(_Pending(event_partition(event), payload + b"\n", done))
+        loop = asyncio.get_running_loop()
+        writes = _Writes(loop.create_future(), len(items))
+        self._pending += [
+            _Pending(event_partition(event), payload + b"\n", writes, index)
+            for index, (event, payload) in enumerate(items)
+        ]
         self._wake.set()
+        late = self._error(f"not written within {self.write_timeout_seconds:g} s")
+        timer = loop.call_later(self.write_timeout_seconds, writes.expire, late)
         try:
-            async with asyncio.timeout(self.write_timeout_seconds):
-                await done
-        except TimeoutError:
-            raise self._error(f"not written within {self.write_timeout_seconds:g} s") from None
+            await writes.done
+        finally:
+            timer.cancel()
+        return writes.errors
 
     async def close(self) -> None:
         """Write what is pending, finish every open file, stop the worker."""
@@ -217,7 +259,7 @@ class ArchiveWriter:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), tick)
             # Writers that gave up waiting were told "not stored": leave them out.
-            batch = [item for item in self._pending if not item.done.done()]
+            batch = [item for item in self._pending if not item.writes.done.done()]
             self._pending = []
             self._commit_started = time.monotonic()
             try:
@@ -237,14 +279,12 @@ class ArchiveWriter:
         elif len(failures) < len({item.partition for item in batch}):
             self._failure = None  # something was written: the disk works again
         for item in batch:
-            if item.done.done():
-                continue
             error = failures.get(item.partition)
             if error is None:
-                item.done.set_result(None)
+                item.writes.settle(item.index, None)
             else:
                 reason = f"write failed: {error}"
-                item.done.set_exception(self._error(reason, retriable=_retriable(error)))
+                item.writes.settle(item.index, self._error(reason, retriable=_retriable(error)))
 
     # -- blocking part, on a worker thread ----------------------------------------------
 
@@ -506,10 +546,22 @@ class ArchiveDestination:
         await self.writer.start()
 
     async def deliver(self, event: dict[str, Any], payload: bytes) -> None:
+        [error] = await self.deliver_many([(event, payload)])
+        if error is not None:
+            raise error
+
+    async def deliver_many(
+        self, items: Sequence[tuple[dict[str, Any], bytes]]
+    ) -> list[DeliveryError | None]:
+        """Per event None once fsynced, else why not (named after this destination)."""
         try:
-            await self.writer.write(event, payload)
+            errors = await self.writer.write_many(items)
         except DeliveryError as exc:
-            raise DeliveryError(self.name, exc.reason, retriable=exc.retriable) from exc
+            errors = [exc] * len(items)
+        return [
+            None if e is None else DeliveryError(self.name, e.reason, retriable=e.retriable)
+            for e in errors
+        ]
 
     async def ready(self) -> bool:
         return await asyncio.to_thread(self.writer.writable)

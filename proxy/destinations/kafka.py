@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
-from proxy.destinations.base import DeliveryError
+from proxy.destinations.base import DeliveryError, deliver_each
 from proxy.destinations.spool import SpoolFull
 from proxy.openlineage import event_key, event_kind, subject_name
 from proxy.openlineage.repaired import RepairedEvent
@@ -148,7 +148,8 @@ class KafkaProducer:
     def _on_delivery(
         self,
         generation: _Generation,
-        done: asyncio.Future[Message],
+        sends: _Sends,
+        index: int,
         err: KafkaError | None,
         msg: Message,
     ) -> None:
@@ -160,7 +161,7 @@ class KafkaProducer:
             generation.last_timed_out = self.last_timed_out = time.monotonic()
         elif _breaks_producer(err):
             generation.fatal = generation.fatal or err
-        self._reports.append((generation, done, err, msg))
+        self._reports.append((generation, sends, index, err, msg))
 
     def _replace(self, old: _Generation) -> None:
         """Swap in a new librdkafka producer; fail what the old one held as retriable."""
@@ -212,50 +213,69 @@ class KafkaProducer:
         """Resolve with the delivered message (partition, offset), or raise KafkaException
         — also when ``wait_seconds`` pass first (the message stays queued and may still be
         delivered)."""
+        [outcome] = await self.produce_many(topic, [(value, key, headers)], wait_seconds)
+        if isinstance(outcome, KafkaException):
+            raise outcome
+        return outcome
+
+    async def produce_many(
+        self,
+        topic: str,
+        messages: Sequence[tuple[bytes, str | None, Sequence[tuple[str, bytes | None]] | None]],
+        wait_seconds: float | None = None,
+    ) -> list[Message | KafkaException]:
+        """Produce ``(value, key, headers)`` messages in order and wait for all of them on
+        one future: per message, the delivered message or why not (a KafkaException, also
+        for those not confirmed within ``wait_seconds``; they stay queued and may still be
+        delivered). A batch costs one future and at most one timer, not one per message."""
         if self._current is None:
             raise RuntimeError("producer not started")
         loop = self._loop = self._loop or asyncio.get_running_loop()
-        done: asyncio.Future[Message] = loop.create_future()
-
+        sends = _Sends(loop.create_future(), len(messages))
         deadline: float | None = None
-        while True:
-            generation = self._current
-            if generation.fatal is not None or generation.producer is None:
-                raise KafkaException(_REPLACING)
+        for index, (value, key, headers) in enumerate(messages):
+            while True:
+                generation = self._current
+                if generation.fatal is not None or generation.producer is None:
+                    sends.settle(index, KafkaException(_REPLACING))
+                    break
+                try:
+                    generation.producer.produce(
+                        topic,
+                        value=value,
+                        key=key,
+                        # A copy: librdkafka's list type (str values too) cannot take ours.
+                        headers=list(headers) if headers is not None else None,
+                        on_delivery=functools.partial(self._on_delivery, generation, sends, index),
+                    )
+                    generation.pending.add(sends)
+                    break
+                except BufferError:
+                    # Local queue full: wait for reports to drain it, within the delivery
+                    # budget.
+                    budget = float(self.settings.get("delivery.timeout.ms", 4000)) / 1e3
+                    deadline = deadline or time.monotonic() + budget
+                    if time.monotonic() > deadline:
+                        sends.settle(index, KafkaException(_QUEUE_FULL))
+                        break
+                    await asyncio.sleep(0.005)
+                except KafkaException as exc:
+                    err: KafkaError = exc.args[0]
+                    if _breaks_producer(err):
+                        generation.fatal = generation.fatal or err
+                        exc = KafkaException(_REPLACING)
+                    sends.settle(index, exc)
+                    break
+        if sends.left:
+            timer = None
+            if wait_seconds is not None:
+                timer = loop.call_later(wait_seconds, sends.expire, wait_seconds)
             try:
-                generation.producer.produce(
-                    topic,
-                    value=value,
-                    key=key,
-                    # A copy: librdkafka's list type (str values too) cannot take ours as is.
-                    headers=list(headers) if headers is not None else None,
-                    on_delivery=functools.partial(self._on_delivery, generation, done),
-                )
-                break
-            except BufferError:
-                # Local queue full: wait for reports to drain it, within the delivery budget.
-                budget = float(self.settings.get("delivery.timeout.ms", 4000)) / 1e3
-                deadline = deadline or time.monotonic() + budget
-                if time.monotonic() > deadline:
-                    raise KafkaException(
-                        KafkaError(KafkaError._QUEUE_FULL, "local producer queue full")
-                    ) from None
-                await asyncio.sleep(0.005)
-            except KafkaException as exc:
-                err: KafkaError = exc.args[0]
-                if _breaks_producer(err):
-                    generation.fatal = generation.fatal or err
-                    raise KafkaException(_REPLACING) from exc
-                raise
-        generation.pending.add(done)
-        if wait_seconds is None:
-            return await done
-        try:
-            return await asyncio.wait_for(done, wait_seconds)
-        except TimeoutError:
-            raise KafkaException(
-                KafkaError(KafkaError._TIMED_OUT, f"not confirmed within {wait_seconds} s")
-            ) from None
+                await sends.done
+            finally:
+                if timer is not None:
+                    timer.cancel()
+        return sends.outcomes  # type: ignore[return-value]  # every one settled by now
 
     def cluster_reachable(self, timeout: float) -> bool:
         """Blocking metadata request; call from a thread."""
@@ -327,10 +347,11 @@ class KafkaProducer:
         self._current = None
 
 
-_Report = tuple["_Generation", "asyncio.Future[Message]", "KafkaError | None", "Message"]
+_Report = tuple["_Generation", "_Sends", int, "KafkaError | None", "Message"]
 _REPLACING = KafkaError(
     KafkaError._FATAL, "Kafka producer is being replaced after a fatal error", retriable=True
 )
+_QUEUE_FULL = KafkaError(KafkaError._QUEUE_FULL, "local producer queue full")
 _STALLED = KafkaError(KafkaError._TIMED_OUT, "no delivery confirmed for a long while")
 # librdkafka's default message.max.bytes (also Apache Kafka's default limit, about 1 MB).
 _LIBRDKAFKA_MESSAGE_MAX_BYTES = 1_000_000
@@ -365,8 +386,8 @@ class _Generation:
     number: int
     producer: Producer | None = None
     fatal: KafkaError | None = None
-    # Futures of messages handed to this producer and not settled yet (event loop only).
-    pending: set[asyncio.Future[Message]] = field(default_factory=set)
+    # Sends with messages handed to this producer and not all settled (event loop only).
+    pending: set[_Sends] = field(default_factory=set)
     last_delivered: float = field(default_factory=time.monotonic)
     last_timed_out: float = 0.0
 
@@ -375,23 +396,51 @@ class _Generation:
         return self.last_timed_out > self.last_delivered and now - self.last_delivered > seconds
 
 
+class _Sends:
+    """The messages of one :meth:`KafkaProducer.produce_many` call and their outcomes;
+    ``done`` resolves when every one is settled (event loop only)."""
+
+    __slots__ = ("done", "left", "outcomes")
+
+    def __init__(self, done: asyncio.Future[None], count: int) -> None:
+        self.done = done
+        self.left = count
+        self.outcomes: list[Message | KafkaException | None] = [None] * count
+
+    def settle(self, index: int, outcome: Message | KafkaException) -> None:
+        """The first outcome of a message counts (a report after ``expire`` is late)."""
+        if self.outcomes[index] is None:
+            self.outcomes[index] = outcome
+            self.left -= 1
+            if self.left == 0 and not self.done.done():
+                self.done.set_result(None)
+
+    def fail_unsettled(self, error: KafkaException) -> None:
+        for index, outcome in enumerate(self.outcomes):
+            if outcome is None:
+                self.settle(index, error)
+
+    def expire(self, seconds: float) -> None:
+        timed_out = KafkaError(KafkaError._TIMED_OUT, f"not confirmed within {seconds} s")
+        self.fail_unsettled(KafkaException(timed_out))
+
+
 def _settle_all(reports: list[_Report]) -> None:
-    for generation, done, err, msg in reports:
-        generation.pending.discard(done)
-        if done.done():
-            continue
-        if err is not None:
-            done.set_exception(KafkaException(err))
-        else:
-            done.set_result(msg)
+    for generation, sends, index, err, msg in reports:
+        sends.settle(index, msg if err is None else KafkaException(err))
+        if sends.left == 0:
+            generation.pending.discard(sends)
 
 
 def _fail_pending(generation: _Generation) -> None:
     """Fail, as retriable, deliveries a replaced producer never reported."""
-    for done in generation.pending:
-        if not done.done():
-            done.set_exception(KafkaException(_REPLACING))
+    for sends in generation.pending:
+        sends.fail_unsettled(KafkaException(_REPLACING))
     generation.pending.clear()
+
+
+# One message of a KafkaDestination: key, headers, payload.
+_Send = tuple[str | None, list[tuple[str, bytes]], bytes]
 
 
 class KafkaDestination:
@@ -445,30 +494,82 @@ class KafkaDestination:
 
     async def deliver(self, event: dict[str, Any], payload: bytes) -> bool:
         """Return True when the event went to the spool rather than straight to Kafka."""
-        headers = event_headers(event) + self._extra_headers
-        key = self._key_for(event)
+        [outcome] = await self.deliver_many([(event, payload)])
+        if isinstance(outcome, DeliveryError):
+            raise outcome
+        return outcome
+
+    async def deliver_many(
+        self, items: Sequence[tuple[dict[str, Any], bytes]]
+    ) -> list[bool | DeliveryError]:
+        """:meth:`deliver` for many events at once, in order, awaiting one future for all
+        of them; per event: spooled (True), sent (False) or why it was not stored."""
+        sends = [
+            (self._key_for(event), event_headers(event) + self._extra_headers, payload)
+            for event, payload in items
+        ]
+        if self._spool is not None and any(self._must_spool(key) for key, _, _ in sends):
+            # Kafka is known down or a key waits in the spool: each event on its own way.
+            return await deliver_each(self._deliver_one, sends)
+        return await self._send(sends)
+
+    async def _deliver_one(
+        self, key: str | None, headers: list[tuple[str, bytes]], payload: bytes
+    ) -> bool:
         if self._spool is not None and self._must_spool(key):
             await self._store(key, headers, payload, after=self._direct.get(key))
             return True
+        [outcome] = await self._send([(key, headers, payload)])
+        if isinstance(outcome, DeliveryError):
+            raise outcome
+        return outcome
+
+    async def _send(self, sends: list[_Send]) -> list[bool | DeliveryError]:
+        """Produce straight to Kafka; what it does not confirm in time goes to the spool."""
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._direct[key] = done
+        for key, _, _ in sends:
+            # Until these sends settle, a later event of the key that must be spooled
+            # waits for them (it must not overtake them into Kafka).
+            self._direct[key] = done
         try:
-            await self._producer.produce(
-                self.topic, payload, key, headers, wait_seconds=self._spool_after
+            outcomes = await self._producer.produce_many(
+                self.topic,
+                [(payload, key, headers) for key, headers, payload in sends],
+                wait_seconds=self._spool_after,
             )
-            return False
-        except KafkaException as exc:
-            err: KafkaError = exc.args[0]
-            # Everything but a message the broker will never take is worth retrying.
-            permanent = err.code() in (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_MSG_SIZE)
-            if permanent or self._spool is None:
-                raise DeliveryError(self.name, err.str(), retriable=not permanent) from exc
-            await self._store(key, headers, payload, after=None)
-            return True
+            results: list[bool | DeliveryError] = []
+            unconfirmed: list[int] = []
+            for index, outcome in enumerate(outcomes):
+                if not isinstance(outcome, KafkaException):
+                    results.append(False)
+                    continue
+                err: KafkaError = outcome.args[0]
+                # Everything but a message the broker will never take is worth retrying.
+                permanent = err.code() in (
+                    KafkaError.MSG_SIZE_TOO_LARGE,
+                    KafkaError.INVALID_MSG_SIZE,
+                )
+                if permanent or self._spool is None:
+                    results.append(DeliveryError(self.name, err.str(), retriable=not permanent))
+                else:
+                    results.append(True)
+                    unconfirmed.append(index)
+            if unconfirmed:
+                stored = await deliver_each(self._spool_now, [sends[i] for i in unconfirmed])
+                for index, spooled in zip(unconfirmed, stored, strict=True):
+                    results[index] = spooled
+            return results
         finally:
             done.set_result(None)
-            if self._direct.get(key) is done:
-                del self._direct[key]
+            for key, _, _ in sends:
+                if self._direct.get(key) is done:
+                    del self._direct[key]
+
+    async def _spool_now(
+        self, key: str | None, headers: list[tuple[str, bytes]], payload: bytes
+    ) -> bool:
+        await self._store(key, headers, payload, after=None)
+        return True
 
     def _must_spool(self, key: str | None) -> bool:
         assert self._spool is not None

@@ -18,25 +18,27 @@ from tests.sample_events import run_event
 
 
 class ProducerDouble:
-    """Stands in for KafkaProducer: ``delivering`` as set; ``produce`` records the message
-    and confirms it, or raises a delivery timeout while ``timing_out``."""
+    """Stands in for KafkaProducer: ``delivering`` as set; ``produce_many`` records each
+    message and confirms it, or reports a delivery timeout for it while ``timing_out``."""
 
     def __init__(self) -> None:
         self.delivering = True
         self.timing_out = False
         self.sent: list[tuple[str, bytes, str | None]] = []
 
-    async def produce(
-        self, topic: str, value: bytes, key: str | None, headers: Any, wait_seconds: Any = None
-    ) -> None:
+    async def produce_many(
+        self, topic: str, messages: list[tuple[bytes, str | None, Any]], wait_seconds: Any = None
+    ) -> list[Any]:
         if self.timing_out:
-            raise KafkaException(KafkaError(KafkaError._MSG_TIMED_OUT, "timed out"))
-        self.sent.append((topic, value, key))
+            timed_out = KafkaException(KafkaError(KafkaError._MSG_TIMED_OUT, "timed out"))
+            return [timed_out for _ in messages]
+        self.sent += [(topic, value, key) for value, key, _ in messages]
+        return [None for _ in messages]
 
 
 async def _destination(tmp_path: Path) -> tuple[KafkaDestination, KafkaSpool, ProducerDouble]:
     producer = ProducerDouble()
-    # ProducerDouble stands in for KafkaProducer by its produce() alone, not by type.
+    # ProducerDouble stands in for KafkaProducer by its produce_many() alone, not by type.
     spool = KafkaSpool(Spool(tmp_path, 1 << 20, 1 << 16), producer)  # type: ignore[arg-type]
     await spool.spool.open()  # no drainer: what is spooled stays there for the test
     destination = KafkaDestination("kafka", producer, "t", spool=spool)  # type: ignore[arg-type]
