@@ -69,6 +69,9 @@ _DATE_TIME_RE = re.compile(
 )
 
 
+_DAYS_IN_MONTH = (0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
 def is_uri(value: str) -> bool:
     """True when ``value`` is an RFC 3986 URI (scheme required)."""
     return _URI_RE.fullmatch(value) is not None
@@ -80,7 +83,10 @@ def is_date_time(value: str) -> bool:
     if match is None:
         return False
     year, month, day = int(match[1]), int(match[2]), int(match[3])
-    return 1 <= day <= calendar.monthrange(year, month)[1]
+    # A table, not calendar.monthrange (which works out the weekday too): this runs for
+    # every date-time of every event.
+    last = _DAYS_IN_MONTH[month] + (month == 2 and calendar.isleap(year))
+    return 1 <= day <= last
 
 
 def _check_date_time(value: str) -> str:

@@ -37,6 +37,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import orjson
 from pydantic import TypeAdapter, ValidationError
 
 from proxy.openlineage.kinds import EventKind, event_kind
@@ -63,6 +64,8 @@ MAX_ISSUES = 50
 # Caches keyed by client-controlled strings are cleared when they reach this size, so a
 # client sending ever-new _schemaURLs cannot grow memory.
 _CACHE_LIMIT = 4096
+# Facets larger than this are not remembered, so the memo holds at most ~16 MiB.
+_MEMO_FACET_BYTES = 4096
 _MISSING = object()
 
 
@@ -89,6 +92,9 @@ class EventValidator:
         }
         self._resolutions: dict[tuple[str, str, Container], _Resolution] = {}
         self._good_uris: set[str] = set()
+        # (id of the spec facet model, facet JSON) of facets found valid: see
+        # _check_spec_facet. Ids are stable: the models live as long as the validator.
+        self._valid_facets: set[tuple[int, bytes]] = set()
 
     def known_facet_names(self) -> frozenset[str]:
         """Names of the facets this validator checks beyond the base fields."""
@@ -203,10 +209,7 @@ class EventValidator:
             return
         resolution = self._resolve(schema_url, key, container)
         if resolution.spec is not None:
-            try:
-                resolution.spec.adapter.validate_python(facet)
-            except ValidationError as error:
-                issues.extend(issues_from_pydantic(error, self._at(container_pointer, key)))
+            self._check_spec_facet(resolution.spec, facet, key, container_pointer, issues)
             if resolution.misplaced and self._strict:
                 issues.append(
                     ValidationIssue(
@@ -226,6 +229,35 @@ class EventValidator:
                     f"unknown facet schema {schema_url}",
                 )
             )
+
+    def _check_spec_facet(
+        self,
+        spec: CompiledFacet,
+        facet: dict[str, Any],
+        key: str,
+        container_pointer: str,
+        issues: list[ValidationIssue],
+    ) -> None:
+        """Validate ``facet`` against its spec model, unless this very facet (same model,
+        same JSON) was found valid before: producers send the same facets (engine,
+        job type, schemas) event after event, and serializing one costs a fraction of
+        validating it. Validity depends on nothing but the model and the JSON."""
+        try:
+            body = orjson.dumps(facet)
+        except TypeError:  # an integer orjson cannot write: validate without the memo
+            body = b""
+        memo = (id(spec), body) if 0 < len(body) <= _MEMO_FACET_BYTES else None
+        if memo is not None and memo in self._valid_facets:
+            return
+        try:
+            spec.adapter.validate_python(facet)
+        except ValidationError as error:
+            issues.extend(issues_from_pydantic(error, self._at(container_pointer, key)))
+            return
+        if memo is not None:
+            if len(self._valid_facets) >= _CACHE_LIMIT:
+                self._valid_facets.clear()
+            self._valid_facets.add(memo)
 
     def _check_uri_field(
         self,

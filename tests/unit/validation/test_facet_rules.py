@@ -342,3 +342,19 @@ def test_deeply_nested_schema_fields_do_not_raise(validator: EventValidator) -> 
         f"{SPEC}/facets/1-2-0/SchemaDatasetFacet.json", fields=[field]
     )
     validator.validate(event)  # valid or "nested too deeply", but no exception
+
+
+def test_a_facet_found_valid_before_does_not_let_a_changed_copy_through() -> None:
+    """Valid facets are remembered by their JSON; any change is validated afresh."""
+    validator = EventValidator()
+    url = f"{SPEC}/facets/1-0-0/NominalTimeRunFacet.json#/$defs/NominalTimeRunFacet"
+    valid = _facet(url, nominalStartTime="2026-11-23T00:00:00Z")
+    for _ in range(2):  # the second time from the memo
+        assert validator.validate(_with_run_facet("nominalTime", valid)) == []
+    changed = _facet(url, nominalStartTime="2026-02-30T00:00:00Z")
+    assert _pointers(validator.validate(_with_run_facet("nominalTime", changed))) == [
+        "/run/facets/nominalTime/nominalStartTime"
+    ]
+    # The same JSON under a model that does not take it is still checked by that model.
+    misplaced = _facet(f"{SPEC}/facets/1-0-0/ErrorMessageRunFacet.json", **valid)
+    assert validator.validate(_with_run_facet("errorMessage", misplaced)) != []
