@@ -97,7 +97,7 @@ async def _errors_and_metrics(request: web.Request, handler: Handler) -> web.Str
         response = error_response(
             500, "internal error; the event was not stored", reason="internal_error"
         )
-    request.app[METRICS].requests.labels(endpoint, str(response.status)).inc()
+    request.app[METRICS].request_counter(endpoint, response.status).inc()
     return response
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 __all__ = ["ProxyMetrics"]
@@ -79,6 +81,12 @@ class ProxyMetrics:
             "Connections answered 503 and closed because server.max_connections were open.",
             registry=self.registry,
         )
+
+    @functools.cache  # noqa: B019  # lives as long as its registry; few (endpoint, status)
+    def request_counter(self, endpoint: str, status: int) -> Counter:
+        """``requests`` for one endpoint and status, looked up once (``labels()`` costs a
+        lock and a hash on every call; this is counted on every request)."""
+        return self.requests.labels(endpoint, str(status))
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
