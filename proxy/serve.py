@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import gc
 import logging
 import resource
 import signal
@@ -70,6 +71,16 @@ def _raise_open_file_limit() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
+def _tune_garbage_collector() -> None:
+    """Everything built at start-up (compiled facet models, modules, the rules) lives as
+    long as the process: frozen, the cyclic collector stops re-scanning it; and a larger
+    first generation runs the collector less often per request. Together about 20% less
+    CPU per single event (bench/profile_findings.md). Request garbage is acyclic almost
+    entirely and freed by reference counting whatever the thresholds."""
+    gc.freeze()
+    gc.set_threshold(10_000, 50, 100)
+
+
 async def _serve(config: ProxyConfig) -> None:
     app = create_app(config)
     stop = asyncio.Event()
@@ -86,6 +97,7 @@ async def _serve(config: ProxyConfig) -> None:
                 running_daemons(config.consumers, config.kafka, config.server.run_consumers)
             )
         port = await running.enter_async_context(serving(app))
+        _tune_garbage_collector()
         log.info(
             "lineage-proxy listening on http://%s:%d (Kafka %s, topic %s)",
             config.server.host,
