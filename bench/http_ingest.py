@@ -26,6 +26,10 @@ numbers on a shared 2-core machine are noise:
   repairs run only after validation failed — and an event with a naive ``eventTime``
   that gets repaired (``repaired_vs_valid``: what a repair costs when it does run).
 
+Each server's CPU time per event (all its threads, from /proc) is reported too, and
+``cpu_ratios`` compare it (reference's / proxy's): on a shared, overloaded machine the
+throughput ratios swing with the neighbours' load, CPU per event much less.
+
 Load comes from ``wrk`` (a separate C process) so the load generator is not the limit.
 """
 
@@ -118,6 +122,12 @@ def peak_rss_mib(pid: int) -> float:
     return float("nan")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time the process (all its threads) has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run_wrk(url: str, body: Path, seconds: int, connections: int) -> dict[str, Any]:
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
         script.write(WRK_SCRIPT.replace("FRESH_REQUEST", FRESH_REQUEST))
@@ -154,7 +164,9 @@ def measure(
         base = f"http://127.0.0.1:{port}"
         wait_http(base + "/healthz", process)
         run_wrk(base + path, body, 2, connections)  # warm-up: JIT-free, but caches/pools
+        cpu_before = cpu_seconds(process.pid)
         stats = run_wrk(base + path, body, args.seconds, connections)
+        cpu = cpu_seconds(process.pid) - cpu_before
         rss = peak_rss_mib(process.pid)
     finally:
         process.terminate()
@@ -163,6 +175,8 @@ def measure(
     return {
         "events_per_s": round(requests_per_s * events_per_request, 1),
         "requests_per_s": round(requests_per_s, 1),
+        # The server's CPU per event: on a shared machine far steadier than events/s.
+        "cpu_us_per_event": round(cpu / max(stats["requests"] * events_per_request, 1) * 1e6, 1),
         "p50_ms": round(stats["p50_us"] / 1000, 3),
         "p99_ms": round(stats["p99_us"] / 1000, 3),
         "peak_rss_mib": rss,
@@ -301,10 +315,19 @@ def ingest_scenario(
         )
         for name, (command, env) in servers.items()
     }
-    proxy_rate = scenario["proxy"]["events_per_s"]
+    measured = scenario["proxy"]
+    references = ("parse_200", "naive_forwarder", "durable_forwarder")
     scenario["ratios"] = {
-        f"proxy_vs_{name}": round(proxy_rate / scenario[name]["events_per_s"], 3)
-        for name in ("parse_200", "naive_forwarder", "durable_forwarder")
+        f"proxy_vs_{name}": round(measured["events_per_s"] / scenario[name]["events_per_s"], 3)
+        for name in references
+    }
+    # The same comparison by CPU per event (reference's / proxy's): what the throughput
+    # ratio would be were both CPU-bound on an otherwise idle core.
+    scenario["cpu_ratios"] = {
+        f"proxy_vs_{name}": round(
+            scenario[name]["cpu_us_per_event"] / max(measured["cpu_us_per_event"], 0.1), 3
+        )
+        for name in references
     }
     return scenario
 
