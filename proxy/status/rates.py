@@ -84,7 +84,7 @@ class RateWindow:
             return now, now.since(Reading(now.at, {})), self.window
         baseline = self._readings[0]
         for reading in self._readings:
-            if reading.at < now.at - self.window:
+            if reading.at <= now.at - self.window:
                 baseline = reading
         growth = now.since(baseline)
         return now, growth, max(growth.at, self.window)
