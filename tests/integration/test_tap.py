@@ -4,7 +4,9 @@ who reads nothing never slows ingest (README "Watching events: tap")."""
 from __future__ import annotations
 
 import asyncio
+import signal
 import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,6 +22,7 @@ from proxy.tap.endpoint import TAP
 from tests.conftest import proxy_config
 from tests.faults.figures import report
 from tests.integration.test_lineage_endpoint import post
+from tests.processes import serve_process, wait_until_ready
 from tests.sample_events import run_event
 
 pytestmark = pytest.mark.integration
@@ -177,3 +180,26 @@ async def test_a_tap_reader_that_reads_nothing_never_slows_ingest(broker, topic)
         dropped_for_the_stalled_reader=dropped,
         seconds_for_2000_events=round(seconds, 2),
     )
+
+
+def test_sigterm_ends_an_open_tap_instead_of_waiting_for_it(broker):
+    # A shutdown budget far above the usual second: an open tap must not use it up.
+    proxy, url = serve_process(broker.bootstrap_servers, server__shutdown_timeout_seconds="120")
+    try:
+        wait_until_ready(url, proxy)
+        tap = subprocess.Popen(
+            [sys.executable, "-m", "proxy", "tap", "--url", url],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert "watching" in tap.stderr.readline()
+        started = time.monotonic()
+        proxy.send_signal(signal.SIGTERM)
+        assert proxy.wait(timeout=150) == 0, proxy.log()
+        stopped_after = time.monotonic() - started
+        _, err = tap.communicate(timeout=30)
+    finally:
+        proxy.kill()
+    assert stopped_after < 60, proxy.log()
+    assert tap.returncode == 1 and "ended the stream" in err
