@@ -22,6 +22,8 @@ pytestmark = pytest.mark.integration
 
 CHROMIUM = "chromium"
 ARTIFACTS = REPO / "test-artifacts"
+# What the page shows where it has no figure yet (an en dash).
+NO_FIGURE = "\u2013"
 AUTH = {"enabled": True, "tokens": [{"name": "ops", "token": "secret-ops"}]}
 
 
@@ -71,7 +73,9 @@ async def test_status_json_counts_traffic_and_lists_rejections_without_payload(s
     assert newest["pointers"] == ["/eventType"]
 
 
-async def test_status_json_needs_a_token_when_auth_is_on_and_can_be_switched_off(start_proxy):
+async def test_status_json_needs_a_token_when_auth_is_on_and_can_be_switched_off(
+    start_proxy, tmp_path
+):
     async with start_proxy(auth=AUTH) as url:
         page_status, page, headers = await get(f"{url}/ui")
         assert page_status == 200 and b"lineage-proxy" in page
@@ -79,6 +83,15 @@ async def test_status_json_needs_a_token_when_auth_is_on_and_can_be_switched_off
         assert (await get(f"{url}/api/v1/status"))[0] == 401
         assert (await get(f"{url}/api/v1/status", Authorization="Bearer wrong"))[0] == 401
         assert (await get(f"{url}/api/v1/status", Authorization="Bearer secret-ops"))[0] == 200
+        assert await send(url, [run_event()], Authorization="Bearer secret-ops") == [200]
+        # The page asks for the token, or takes it from the address (#token=, never sent).
+        asks = (await chromium(f"{url}/ui", tmp_path / "a", "--dump-dom")).decode()
+        with_token = f"{url}/ui#token=secret-ops"
+        shows = (await chromium(with_token, tmp_path / "b", "--dump-dom")).decode()
+    assert 'id="login" style="display: block;"' in asks
+    assert text_of(asks, "accepted-total") == NO_FIGURE
+    assert 'id="login" style="display: none;"' in shows
+    assert text_of(shows, "accepted-total") == "1"
     async with start_proxy(server={"status_page": False}) as url:
         assert [(await get(f"{url}{path}"))[0] for path in ("/", "/ui", "/api/v1/status")] == [
             404,
