@@ -207,7 +207,8 @@ def create_app(config: ProxyConfig) -> web.Application:
     app.router.add_get("/healthz", _healthz, name="healthz")
     app.router.add_get("/readyz", _readyz, name="readyz")
     app.router.add_get("/metrics", _metrics, name="metrics")
-    app.router.add_get("/api/v1/tap", get_tap, name="tap")
+    if config.server.tap:
+        app.router.add_get("/api/v1/tap", get_tap, name="tap")
     if config.server.status_page:
         StatusPage(metrics.registry, faults.recent, lambda: app[RULES].destinations).add_to(app)
     return app

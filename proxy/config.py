@@ -77,6 +77,9 @@ class ServerConfig(StrictModel):
     # The status page (GET / and /ui) and its JSON (GET /api/v1/status); when auth is on,
     # the JSON needs a valid token. false: none of the three routes exist.
     status_page: bool = True
+    # The live tap of accepted events (GET /api/v1/tap, `lineage-proxy tap`); with auth on,
+    # a token sees its namespaces only. false: the route does not exist.
+    tap: bool = True
 
 
 class ValidationConfig(StrictModel):

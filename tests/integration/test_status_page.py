@@ -73,7 +73,7 @@ async def test_status_json_counts_traffic_and_lists_rejections_without_payload(s
     assert newest["pointers"] == ["/eventType"]
 
 
-async def test_status_json_needs_a_token_when_auth_is_on_and_can_be_switched_off(
+async def test_status_page_needs_a_token_when_auth_is_on_and_it_and_the_tap_can_be_switched_off(
     start_proxy, tmp_path
 ):
     async with start_proxy(auth=AUTH) as url:
@@ -92,12 +92,9 @@ async def test_status_json_needs_a_token_when_auth_is_on_and_can_be_switched_off
     assert text_of(asks, "accepted-total") == NO_FIGURE
     assert 'id="login" style="display: none;"' in shows
     assert text_of(shows, "accepted-total") == "1"
-    async with start_proxy(server={"status_page": False}) as url:
-        assert [(await get(f"{url}{path}"))[0] for path in ("/", "/ui", "/api/v1/status")] == [
-            404,
-            404,
-            404,
-        ]
+    async with start_proxy(server={"status_page": False, "tap": False}) as url:
+        paths = ("/", "/ui", "/api/v1/status", "/api/v1/tap")
+        assert [(await get(f"{url}{path}"))[0] for path in paths] == [404] * 4
 
 
 async def chromium(url: str, profile: Path, *args: str) -> bytes:
