@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from proxy import __version__
 from proxy.config import ConfigError, ProxyConfig, ServerConfig, load_config
 from proxy.logs import setup_logging
-from proxy.tap.client import add_tap_arguments
+from proxy.tap.client import add_tap_arguments, run_tap
 
 if TYPE_CHECKING:
     from routing_rules.dry_run import DryRun
@@ -362,14 +362,8 @@ def build_parser() -> argparse.ArgumentParser:
         "proxy cannot be reached or refuses, 2 on a usage error.",
     )
     add_tap_arguments(tap)
-    tap.set_defaults(func=_cmd_tap)
+    tap.set_defaults(func=run_tap)
     return parser
-
-
-def _cmd_tap(args: argparse.Namespace) -> int:
-    from proxy.tap.client import run_tap
-
-    return run_tap(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
