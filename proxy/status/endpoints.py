@@ -22,11 +22,16 @@ from prometheus_client import CollectorRegistry
 from proxy.destinations import Destination
 from proxy.exact_json import dumps
 from proxy.lineage_endpoints import AUTHENTICATOR
+from proxy.readiness import Health, destination_health
 from proxy.status.rates import RateWindow
 from proxy.status.rejections import RecentRejections
 from proxy.status.report import status_report
 
 __all__ = ["StatusPage"]
+
+# Health (a Kafka metadata request, an archive probe) is asked at most this often, however
+# many pages poll.
+_HEALTH_SECONDS = 2.0
 
 _PAGE_HEADERS = {
     "Cache-Control": "no-cache",
@@ -50,6 +55,8 @@ class StatusPage:
         self.recent = recent
         self.destinations = destinations
         self.started = time.monotonic()
+        # (when, of which destinations, their health)
+        self._health: tuple[float, tuple[int, ...], dict[str, Health]] | None = None
         self._page = importlib.resources.files(__package__).joinpath("page.html").read_bytes()
 
     def add_to(self, app: web.Application) -> None:
@@ -72,9 +79,27 @@ class StatusPage:
 
     async def status(self, request: web.Request) -> web.Response:
         request.app[AUTHENTICATOR].authenticate(request.headers.get("Authorization"))
-        report = await status_report(self.window, self.destinations(), self.recent, self.started)
+        destinations = self.destinations()
+        report = status_report(
+            self.window,
+            destinations,
+            await self._health_of(destinations),
+            self.recent,
+            self.started,
+        )
         return web.Response(
             body=dumps(report),
             content_type="application/json",
             headers={"Cache-Control": "no-store"},
         )
+
+    async def _health_of(self, destinations: Sequence[Destination]) -> dict[str, Health]:
+        which = tuple(id(d) for d in destinations)
+        now = time.monotonic()
+        if (
+            self._health is None
+            or self._health[1] != which
+            or now - self._health[0] > _HEALTH_SECONDS
+        ):
+            self._health = (now, which, await destination_health(destinations))
+        return self._health[2]

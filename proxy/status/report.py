@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from proxy.destinations import Destination
-from proxy.readiness import destination_health
+from proxy.readiness import Health
 from proxy.status.rates import RateWindow, Reading
 from proxy.status.rejections import RecentRejections
 
@@ -87,10 +87,13 @@ def _rules(now: Reading, growth: Reading, per_minute: float) -> list[dict[str, A
     ]
 
 
-async def _destinations(
-    destinations: Sequence[Destination], now: Reading, growth: Reading, per_minute: float
+def _destinations(
+    destinations: Sequence[Destination],
+    health: dict[str, Health],
+    now: Reading,
+    growth: Reading,
+    per_minute: float,
 ) -> list[dict[str, Any]]:
-    health = await destination_health(destinations)
     report = []
     for destination in destinations:
         name = destination.name
@@ -141,16 +144,18 @@ def _consumers(now: Reading, growth: Reading, per_minute: float) -> list[dict[st
     ]
 
 
-async def status_report(
+def status_report(
     window: RateWindow,
     destinations: Sequence[Destination],
+    health: dict[str, Health],
     recent: RecentRejections,
     started: float,
 ) -> dict[str, Any]:
-    """The status JSON; ``started`` is the process's start on the monotonic clock."""
+    """The status JSON; ``health`` has every destination's, ``started`` is the
+    process's start on the monotonic clock."""
     now, growth, seconds = window.now_and_growth()
     per_minute = 60.0 / seconds
-    destination_report = await _destinations(destinations, now, growth, per_minute)
+    destination_report = _destinations(destinations, health, now, growth, per_minute)
     return {
         "time": _iso(time.time()),
         "uptime_seconds": round(time.monotonic() - started, 1),
