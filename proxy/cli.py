@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from proxy import __version__
 from proxy.config import ConfigError, ProxyConfig, ServerConfig, load_config
 from proxy.logs import setup_logging
+from proxy.tap.client import add_tap_arguments, run_tap
 
 if TYPE_CHECKING:
     from routing_rules.dry_run import DryRun
@@ -353,6 +354,15 @@ def build_parser() -> argparse.ArgumentParser:
     validate.set_defaults(func=_cmd_validate)
     _add_rules_commands(commands)
     _add_spark_commands(commands)
+    tap = commands.add_parser(
+        "tap",
+        help="watch accepted events as they pass through a running proxy",
+        description="Prints one line per event the proxy accepted, with the rules that "
+        "matched and the destinations it went to. Exit 0 at --limit or Ctrl-C, 1 when the "
+        "proxy cannot be reached or refuses, 2 on a usage error.",
+    )
+    add_tap_arguments(tap)
+    tap.set_defaults(func=run_tap)
     return parser
 
 

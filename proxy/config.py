@@ -74,6 +74,12 @@ class ServerConfig(StrictModel):
     # Open connections at most; beyond it a new connection gets 503 and is closed.
     # Lowered at start to what the process's open-file limit allows.
     max_connections: Annotated[int, Field(gt=0)] = 10_000
+    # The status page (GET / and /ui) and its JSON (GET /api/v1/status); when auth is on,
+    # the JSON needs a valid token. false: none of the three routes exist.
+    status_page: bool = True
+    # The live tap of accepted events (GET /api/v1/tap, `lineage-proxy tap`); with auth on,
+    # a token sees its namespaces only. false: the route does not exist.
+    tap: bool = True
 
 
 class ValidationConfig(StrictModel):

@@ -31,7 +31,7 @@ from proxy.openlineage.repaired import RepairedEvent
 from proxy.yaml_source import ConfigError
 from routing_rules.compiler import compile_rules
 from routing_rules.loader import load_rules_file
-from routing_rules.ruleset import Route, Ruleset
+from routing_rules.ruleset import Route, Ruleset, Trace
 from routing_rules.schema import RulesFile
 from routing_rules.stats import RoutingStats
 
@@ -62,8 +62,8 @@ class RulesRouter:
     def __init__(self, ruleset: Ruleset[Destination]) -> None:
         self.ruleset = ruleset
 
-    def route(self, event: dict[str, Any]) -> Route[Destination]:
-        route = self.ruleset.route(event)
+    def route(self, event: dict[str, Any], trace: Trace | None = None) -> Route[Destination]:
+        route = self.ruleset.route(event, trace)
         if isinstance(event, RepairedEvent) and route.event is not event:
             # Transforms work on a plain copy; what was repaired still travels with it.
             return replace(route, event=RepairedEvent(route.event, event.repairs))
