@@ -18,6 +18,7 @@ from consumers.config import ConsumerConfig
 from consumers.daemon import ConsumerDaemon
 from consumers.status import status_app
 from proxy.destinations.config import KafkaConfig
+from proxy.tls import server_context
 from proxy.yaml_source import ConfigError
 
 __all__ = ["consume_until_signalled", "running_daemons", "select_consumers"]
@@ -53,13 +54,26 @@ async def running_daemons(
             consumer = consumers[daemon.name]
             if consumer.status_port is None:
                 continue
+            # Read once at start: a daemon restarts cheaply (its offsets are committed).
+            tls = (
+                server_context(consumer.status_tls, f"consumers.{daemon.name}.status_tls")
+                if consumer.status_tls
+                else None
+            )
             runner = web.AppRunner(status_app(daemon), access_log=None)
             await runner.setup()
-            await web.TCPSite(runner, consumer.status_host, consumer.status_port).start()
             runners.append(runner)
+            site = web.TCPSite(
+                runner,
+                consumer.status_host,
+                consumer.status_port,
+                ssl_context=tls,
+            )
+            await site.start()
             log.info(
-                "consumer %s: /metrics and /healthz on http://%s:%d",
+                "consumer %s: /metrics and /healthz on %s://%s:%d",
                 daemon.name,
+                "https" if tls else "http",
                 consumer.status_host,
                 consumer.status_port,
             )

@@ -1,0 +1,68 @@
+"""A consumer daemon's status port over TLS (``status_tls``, the same keys as
+``server.tls``): /healthz answers over https to a client that trusts the CA, and a
+plain-HTTP client gets nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from consumers.run import running_daemons
+from proxy.config import ProxyConfig
+from proxy.embedded_broker import free_port
+from tests.certificates import TestCA
+from tests.doubles.marquez_double import MarquezDouble
+from tests.integration.consumers.conftest import TEST_GROUP, encoded, produce, wait_for
+from tests.sample_events import run_event
+
+pytestmark = pytest.mark.integration
+
+
+async def test_status_port_over_tls_answers_healthz_and_refuses_plain_http(
+    broker, topic_with, tmp_path: Path
+):
+    topic = topic_with(1)
+    ca = TestCA(tmp_path)
+    status = ca.issue("consumer-status")
+    port = free_port()
+    async with MarquezDouble() as marquez:
+        config = ProxyConfig.model_validate(
+            {
+                "kafka": {"bootstrap_servers": broker.bootstrap_servers, "topic": topic},
+                "consumers": {
+                    "marquez": {
+                        "group": TEST_GROUP,
+                        "target": {"kind": "marquez", "url": marquez.url},
+                        "status_port": port,
+                        "status_tls": status.tls_config(),
+                    }
+                },
+            }
+        )
+        trusting = aiohttp.TCPConnector(ssl=ca.client_context())
+        async with (
+            running_daemons(config.consumers, config.kafka, ["marquez"]),
+            aiohttp.ClientSession(connector=trusting) as session,
+        ):
+            await asyncio.to_thread(
+                produce, broker.bootstrap_servers, topic, encoded([("k", run_event())])
+            )
+            await wait_for(lambda: len(marquez.events) == 1, what="the event at marquez")
+            async with asyncio.timeout(30):
+                while True:
+                    async with session.get(f"https://127.0.0.1:{port}/healthz") as resp:
+                        health = json.loads(await resp.text())
+                        if resp.status == 200:
+                            break
+                    await asyncio.sleep(0.2)
+            assert health["problems"] == [] and health["assigned"] == [f"{topic}[0]"]
+            with pytest.raises(aiohttp.ClientError):
+                async with (
+                    aiohttp.ClientSession() as plain,
+                    plain.get(f"http://127.0.0.1:{port}/healthz") as resp,
+                ):
+                    await resp.read()
