@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
@@ -45,6 +46,9 @@ class TokenConfig(StrictModel):
     token_env: str | None = None
     # Or its SHA-256 as 64 hex digits (`lineage-proxy hash-token`): config holds no secret.
     token_sha256: str | None = None
+    # Or no token: a request without an Authorization header whose client certificate
+    # (verified by server.tls.client_ca_file) has this subject common name.
+    client_cn: str | None = None
     # Job namespaces this token may post RunEvents and JobEvents for, as globs; ["*"]
     # allows all.
     namespaces: list[str] = Field(default_factory=lambda: ["*"])
@@ -65,7 +69,11 @@ class TokenConfig(StrictModel):
     @model_validator(mode="after")
     def _one_source(self) -> TokenConfig:
         check_one_source(
-            "token, token_env or token_sha256", self.token, self.token_env, self.token_sha256
+            "token, token_env, token_sha256 or client_cn",
+            self.token,
+            self.token_env,
+            self.token_sha256,
+            self.client_cn,
         )
         return self
 
@@ -91,7 +99,11 @@ class AuthConfig(StrictModel):
         if self.enabled and not self.tokens:
             raise ValueError("auth is enabled but no tokens are configured")
         for token in self.tokens if self.enabled else []:
-            token.digest()  # a missing token_env fails here, at start
+            if token.client_cn is None:
+                token.digest()  # a missing token_env fails here, at start
+        names = [t.client_cn for t in self.tokens if t.client_cn is not None]
+        if len(set(names)) != len(names):
+            raise ValueError("two tokens name the same client_cn")
         return self
 
 
@@ -119,18 +131,31 @@ def token_digest(token: str) -> bytes:
 
 
 class Authenticator:
-    """Maps an ``Authorization`` header to a :class:`Principal`, or raises 401."""
+    """Maps an ``Authorization`` header (or, without one, a client certificate's common
+    name) to a :class:`Principal`, or raises 401."""
 
     def __init__(self, config: AuthConfig) -> None:
         self.enabled = config.enabled
-        self._tokens = [
-            (t.digest(), Principal(t.name, tuple(t.namespaces), t.dataset_scope()))
-            for t in config.tokens
-        ]
+        self._tokens: list[tuple[bytes, Principal]] = []
+        self._client_names: dict[str, Principal] = {}
+        for token in config.tokens:
+            principal = Principal(token.name, tuple(token.namespaces), token.dataset_scope())
+            if token.client_cn is not None:
+                self._client_names[token.client_cn] = principal
+            else:
+                self._tokens.append((token.digest(), principal))
 
-    def authenticate(self, authorization: str | None) -> Principal:
+    def authenticate(
+        self, authorization: str | None, client_name: Callable[[], str | None] | None = None
+    ) -> Principal:
+        """``client_name`` gives the verified client certificate's common name; it is
+        asked only when there is no ``Authorization`` header and a token names one."""
         if not self.enabled:
             return ANONYMOUS
+        if not authorization and client_name is not None and self._client_names:
+            by_certificate = self._client_names.get(client_name() or "")
+            if by_certificate is not None:
+                return by_certificate
         challenge = {"WWW-Authenticate": 'Bearer realm="lineage-proxy"'}
         scheme, _, credentials = (authorization or "").partition(" ")
         if scheme.lower() != "bearer" or not credentials.strip():

@@ -24,7 +24,7 @@ from pydantic import model_validator
 from proxy.strict import StrictModel
 from proxy.yaml_source import ConfigError
 
-__all__ = ["ReloadableTls", "TlsConfig", "server_context"]
+__all__ = ["ReloadableTls", "TlsConfig", "client_common_name", "server_context"]
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +108,17 @@ def server_context(config: TlsConfig, field: str) -> ssl.SSLContext:
             ) from None
     context.verify_mode = _VERIFY_MODES[config.client_cert]
     return context
+
+
+def client_common_name(transport: asyncio.BaseTransport | None) -> str | None:
+    """The subject common name of the client certificate verified in ``transport``'s
+    handshake (``client_cert: optional|required``); None without one."""
+    certificate = transport.get_extra_info("peercert") if transport is not None else None
+    for name in (certificate or {}).get("subject", ()):
+        for key, value in name:
+            if key == "commonName":
+                return str(value)
+    return None
 
 
 def _fingerprint(field: str, cert_file: Path) -> str:

@@ -207,3 +207,32 @@ def test_a_key_that_does_not_match_the_certificate_stops_serve_at_start_naming_b
         f"server.tls.key_file: {stranger.key}: does not match server.tls.cert_file ({live.cert})"
         in process.log()
     )
+
+
+async def test_a_client_certificates_common_name_stands_for_a_token_and_its_namespaces(
+    start_proxy, broker, topic, ca
+):
+    server, client = ca.issue("proxy"), ca.issue("spark-team-a")
+    tls = server.tls_config(client_ca_file=str(ca.cert), client_cert="optional")
+    auth = {
+        "enabled": True,
+        "tokens": [
+            {"name": "team-a-spark", "client_cn": "spark-team-a", "namespaces": ["team-a*"]},
+            {"name": "airflow", "token": "s3cret", "namespaces": ["*"]},
+        ],
+    }
+    with_cert, without_cert = ca.client_context(client), ca.client_context()
+    async with start_proxy(server={"tls": tls}, auth=auth) as url:
+        assert (await https_post(url, run_event(namespace="team-a"), with_cert))[0] == 200
+        status, body = await https_post(url, run_event(namespace="team-b"), with_cert)
+        assert status == 403 and body["details"][0]["pointer"] == "/job/namespace"
+        assert (await https_post(url, run_event(namespace="team-a"), without_cert))[0] == 401
+        bearer = {"Authorization": "Bearer s3cret"}
+        assert (await https_post(url, run_event(namespace="team-b"), without_cert, **bearer))[
+            0
+        ] == 200
+    namespaces = [
+        orjson.loads(r.value)["job"]["namespace"]
+        for r in read_all_produced_so_far(broker.bootstrap_servers, topic)
+    ]
+    assert sorted(namespaces) == ["team-a", "team-b"]
