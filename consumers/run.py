@@ -18,7 +18,7 @@ from consumers.config import ConsumerConfig
 from consumers.daemon import ConsumerDaemon
 from consumers.status import status_app
 from proxy.destinations.config import KafkaConfig
-from proxy.tls import server_context
+from proxy.tls import ReloadableTls
 from proxy.yaml_source import ConfigError
 
 __all__ = ["consume_until_signalled", "running_daemons", "select_consumers"]
@@ -48,15 +48,15 @@ async def running_daemons(
     stop = asyncio.Event()
     daemons = await _daemons(consumers, kafka, names)
     runners: list[web.AppRunner] = []
+    watchers = contextlib.AsyncExitStack()  # status ports' TLS files
     tasks = [asyncio.create_task(d.run(stop), name=f"consumer-{d.name}") for d in daemons]
     try:
         for daemon in daemons:
             consumer = consumers[daemon.name]
             if consumer.status_port is None:
                 continue
-            # Read once at start: a daemon restarts cheaply (its offsets are committed).
             tls = (
-                server_context(consumer.status_tls, f"consumers.{daemon.name}.status_tls")
+                ReloadableTls(consumer.status_tls, f"consumers.{daemon.name}.status_tls")
                 if consumer.status_tls
                 else None
             )
@@ -67,9 +67,11 @@ async def running_daemons(
                 runner,
                 consumer.status_host,
                 consumer.status_port,
-                ssl_context=tls,
+                ssl_context=tls.context if tls else None,
             )
             await site.start()
+            if tls is not None:
+                await watchers.enter_async_context(tls.watching())
             log.info(
                 "consumer %s: /metrics and /healthz on %s://%s:%d",
                 daemon.name,
@@ -79,6 +81,7 @@ async def running_daemons(
             )
         yield tasks
     finally:
+        await watchers.aclose()
         stop.set()
         results = await asyncio.gather(*tasks, return_exceptions=True)
         for runner in runners:

@@ -47,8 +47,8 @@ class CannotListen(Exception):
 @contextlib.asynccontextmanager
 async def serving(app: web.Application, tls: ReloadableTls | None = None) -> AsyncIterator[int]:
     """Listen on ``server.host``/``server.port`` (0: any free port, yielded; over TLS with
-    ``tls``) until exit, then stop accepting, let in-flight requests finish and run the
-    app's cleanup."""
+    ``tls``, its files watched) until exit, then stop accepting, let in-flight requests
+    finish and run the app's cleanup."""
     server = app[CONFIG].server
     runner = web.AppRunner(app, handle_signals=False, **server_options(app))
     await runner.setup()
@@ -65,7 +65,8 @@ async def serving(app: web.Application, tls: ReloadableTls | None = None) -> Asy
             await site.start()
         except OSError as exc:
             raise CannotListen(server.host, server.port, exc) from None
-        yield site.port
+        async with tls.watching() if tls else contextlib.nullcontext():
+            yield site.port
     finally:
         await runner.cleanup()
 

@@ -5,22 +5,28 @@ served through a :class:`ReloadableTls`, whose ``context`` is handed to the list
 socket once. Every handshake on it switches to the newest good context (an SNI callback,
 which OpenSSL calls whether or not the client sent a server name), so a reload swaps
 the certificate for new connections in one assignment while open connections keep the
-one they shook hands with. A certificate that does not load is refused at start with
-the field and the file named (:class:`~proxy.yaml_source.ConfigError`), and on a reload
-with one log line: the old certificate keeps serving.
+one they shook hands with. Reloads come from SIGHUP (the proxy) and from polling the
+files (both), so a certificate renewed on disk — by certbot, or a Kubernetes Secret
+updated in place — is picked up without a signal. A certificate that does not load is
+refused at start with the field and the file named
+(:class:`~proxy.yaml_source.ConfigError`), and on a reload with one log line per change
+of the files: the old certificate keeps serving.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import ssl
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
+from proxy.file_state import FileState, file_state
 from proxy.strict import StrictModel
 from proxy.yaml_source import ConfigError
 
@@ -44,6 +50,8 @@ class TlsConfig(StrictModel):
     # none: no client certificate asked; optional: verified when sent; required: a client
     # without a valid certificate is refused at the handshake.
     client_cert: Literal["none", "optional", "required"] = "none"
+    # How often the files are checked for a change (then reloaded); 0: only SIGHUP.
+    reload_interval_seconds: Annotated[float, Field(ge=0)] = 10.0
 
     @model_validator(mode="after")
     def _client_ca_with_client_cert(self) -> TlsConfig:
@@ -55,12 +63,13 @@ class TlsConfig(StrictModel):
 
     def under(self, base: Path) -> TlsConfig:
         """Relative file paths resolved against ``base`` (the config file's folder)."""
-        updates = {
-            name: base / path
-            for name in ("cert_file", "key_file", "client_ca_file")
-            if (path := getattr(self, name)) is not None and not path.is_absolute()
-        }
+        updates = {name: base / path for name, path in self.files() if not path.is_absolute()}
         return self.model_copy(update=updates) if updates else self
+
+    def files(self) -> list[tuple[str, Path]]:
+        """(field name, path) of every file given."""
+        names = ("cert_file", "key_file", "client_ca_file")
+        return [(name, path) for name in names if (path := getattr(self, name)) is not None]
 
 
 def _no_password() -> str:
@@ -77,10 +86,8 @@ def _readable(field: str, path: Path) -> None:
 def server_context(config: TlsConfig, field: str) -> ssl.SSLContext:
     """A server-side context from ``config`` (``field`` is its place in config.yaml,
     e.g. ``server.tls``); :class:`ConfigError` names the field and file that fail."""
-    for name in ("cert_file", "key_file", "client_ca_file"):
-        path = getattr(config, name)
-        if path is not None:
-            _readable(f"{field}.{name}", path)
+    for name, path in config.files():
+        _readable(f"{field}.{name}", path)
     try:  # the certificate alone first, so that a bad one is not blamed on the key
         ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_verify_locations(cafile=config.cert_file)
     except ssl.SSLError:
@@ -140,6 +147,7 @@ class ReloadableTls:
     def __init__(self, config: TlsConfig, field: str) -> None:
         self.config = config
         self.field = field
+        self._seen = self._file_states()
         self._current, self.fingerprint = self._load()
         # The context the socket holds (the first one); each handshake moves to the
         # current one.
@@ -155,6 +163,8 @@ class ReloadableTls:
 
     async def reload(self) -> bool:
         """Re-read the files (off the event loop); keep the old certificate if they fail."""
+        # Seen before reading: a change while they are read is found by the next poll.
+        self._seen = await asyncio.to_thread(self._file_states)
         try:
             context, fingerprint = await asyncio.to_thread(self._load)
         except ConfigError as exc:
@@ -169,6 +179,26 @@ class ReloadableTls:
         task = asyncio.ensure_future(self.reload())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    @contextlib.asynccontextmanager
+    async def watching(self) -> AsyncIterator[None]:
+        """Reload when the files change (every ``reload_interval_seconds``) until exit."""
+        interval = self.config.reload_interval_seconds
+        task = asyncio.create_task(self._watch(interval), name=f"{self.field}-watch")
+        try:
+            yield
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def _watch(self, interval: float) -> None:
+        while interval > 0:
+            await asyncio.sleep(interval)
+            if await asyncio.to_thread(self._file_states) != self._seen:
+                await self.reload()
+
+    def _file_states(self) -> list[FileState | None]:
+        return [file_state(path) for _, path in self.config.files()]
 
     def _load(self) -> tuple[ssl.SSLContext, str]:
         context = server_context(self.config, self.field)

@@ -3,8 +3,11 @@ on disk, as an operator would mount them, and client contexts that trust the CA.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import socket
 import ssl
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,3 +60,23 @@ class TestCA:
         if client is not None:
             context.load_cert_chain(client.cert, client.key)
         return context
+
+    def served_fingerprint(self, url: str) -> str:
+        """The certificate a new connection to ``https://host:port`` is shown (verified
+        against this CA), by its fingerprint."""
+        host, port = url.removeprefix("https://").split(":")
+        with (
+            socket.create_connection((host, int(port)), timeout=10) as raw,
+            self.client_context().wrap_socket(raw, server_hostname=host) as connection,
+        ):
+            der = connection.getpeercert(binary_form=True)
+        assert der is not None
+        return fingerprint_of(der)
+
+    async def wait_until_served(self, url: str, fingerprint: str) -> None:
+        """Until a new connection to ``url`` is shown the certificate ``fingerprint``
+        (at most 30 s)."""
+        deadline = time.monotonic() + 30
+        while (served := await asyncio.to_thread(self.served_fingerprint, url)) != fingerprint:
+            assert time.monotonic() < deadline, f"still serving {served}"
+            await asyncio.sleep(0.1)

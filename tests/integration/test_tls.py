@@ -4,10 +4,10 @@ client certificates; tokens given as SHA-256 digests."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import http.client
 import signal
-import socket
 import ssl
 import time
 from pathlib import Path
@@ -38,18 +38,6 @@ async def https_post(
         session.post(f"{url}/api/v1/lineage", data=orjson.dumps(event), headers=headers) as resp,
     ):
         return resp.status, orjson.loads(await resp.read())
-
-
-def served_fingerprint(url: str, ca: TestCA) -> str:
-    """The certificate a new connection to ``url`` is shown (verified against ``ca``)."""
-    host, port = url.removeprefix("https://").split(":")
-    with ca.client_context().wrap_socket(
-        socket.create_connection((host, int(port)), timeout=10),
-        server_hostname=host,
-    ) as connection:
-        der = connection.getpeercert(binary_form=True)
-    assert der is not None
-    return fingerprint_of(der)
 
 
 async def test_https_post_lands_in_kafka_and_plain_http_to_the_tls_port_fails(
@@ -115,11 +103,22 @@ async def test_a_token_given_as_its_sha256_authorizes_and_other_tokens_do_not(
     assert len(read_all_produced_so_far(broker.bootstrap_servers, topic)) == 1
 
 
+async def test_a_certificate_renewed_on_disk_is_served_without_a_signal(start_proxy, ca):
+    live, renewed = ca.issue("live"), ca.issue("renewed")
+    tls = live.tls_config(reload_interval_seconds=0.1)
+    async with start_proxy(server={"tls": tls}) as url:
+        assert await asyncio.to_thread(ca.served_fingerprint, url) == live.fingerprint
+        install(renewed, live)
+        await ca.wait_until_served(url, renewed.fingerprint)
+        assert (await https_post(url, run_event(), ca.client_context()))[0] == 200
+
+
 def tls_process(broker, server: Issued) -> tuple[ServeProcess, str]:
     return serve_process(
         broker.bootstrap_servers,
         server__tls__cert_file=str(server.cert),
         server__tls__key_file=str(server.key),
+        server__tls__reload_interval_seconds="0",  # only SIGHUP reloads
     )
 
 
@@ -148,7 +147,7 @@ def test_sighup_serves_the_new_certificate_to_new_connections_and_keeps_open_one
     host, port = url.removeprefix("https://").split(":")
     try:
         wait_until_ready(url, process, verify=str(ca.cert))
-        assert served_fingerprint(url, ca) == first
+        assert ca.served_fingerprint(url) == first
         # A keep-alive connection opened before the reload.
         old = http.client.HTTPSConnection(host, int(port), context=ca.client_context())
         old.request("GET", "/healthz")
@@ -159,7 +158,7 @@ def test_sighup_serves_the_new_certificate_to_new_connections_and_keeps_open_one
         install(renewed, live)
         process.send_signal(signal.SIGHUP)
         wait_for_log(process, f"server.tls reloaded: certificate sha256 {renewed.fingerprint}")
-        assert served_fingerprint(url, ca) == renewed.fingerprint
+        assert ca.served_fingerprint(url) == renewed.fingerprint
         # The open connection keeps its session (same socket, the old certificate).
         old.request("POST", "/api/v1/lineage", body=orjson.dumps(run_event()))
         assert old.getresponse().status == 200
@@ -186,7 +185,7 @@ def test_a_broken_certificate_on_sighup_keeps_the_old_one_with_one_log_line(brok
         (refused,) = log_lines(process, "TLS reload refused")
         assert f"server.tls.key_file: {live.key}: does not match server.tls.cert_file" in refused
         assert process.poll() is None
-        assert served_fingerprint(url, ca) == live.fingerprint
+        assert ca.served_fingerprint(url) == live.fingerprint
         assert requests.post(
             f"{url}/api/v1/lineage", json=run_event(), timeout=10, verify=str(ca.cert)
         ).ok

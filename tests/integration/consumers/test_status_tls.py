@@ -1,6 +1,6 @@
 """A consumer daemon's status port over TLS (``status_tls``, the same keys as
-``server.tls``): /healthz answers over https to a client that trusts the CA, and a
-plain-HTTP client gets nothing."""
+``server.tls``): /healthz answers over https to a client that trusts the CA, a
+plain-HTTP client gets nothing, and a certificate renewed on disk is picked up."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ async def test_status_port_over_tls_answers_healthz_and_refuses_plain_http(
                         "group": TEST_GROUP,
                         "target": {"kind": "marquez", "url": marquez.url},
                         "status_port": port,
-                        "status_tls": status.tls_config(),
+                        "status_tls": status.tls_config(reload_interval_seconds=0.1),
                     }
                 },
             }
@@ -60,6 +60,12 @@ async def test_status_port_over_tls_answers_healthz_and_refuses_plain_http(
                             break
                     await asyncio.sleep(0.2)
             assert health["problems"] == [] and health["assigned"] == [f"{topic}[0]"]
+            # A certificate renewed on disk is served to new connections without a restart.
+            renewed = ca.issue("renewed")
+            status.cert.write_bytes(renewed.cert.read_bytes())
+            status.key.write_bytes(renewed.key.read_bytes())
+            url = f"https://127.0.0.1:{port}"
+            await ca.wait_until_served(url, renewed.fingerprint)
             with pytest.raises(aiohttp.ClientError):
                 async with (
                     aiohttp.ClientSession() as plain,
