@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import http.client
+import logging
 import signal
 import ssl
 import time
@@ -41,7 +42,7 @@ async def https_post(
 
 
 async def test_https_post_lands_in_kafka_and_plain_http_to_the_tls_port_fails(
-    start_proxy, broker, topic, ca
+    start_proxy, broker, topic, ca, caplog
 ):
     server = ca.issue("proxy")
     event = run_event()
@@ -55,8 +56,24 @@ async def test_https_post_lands_in_kafka_and_plain_http_to_the_tls_port_fails(
                 session.post(f"{plain}/api/v1/lineage", data=orjson.dumps(run_event())) as resp,
             ):
                 await resp.read()
+    assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     [record] = read_all_produced_so_far(broker.bootstrap_servers, topic)
     assert orjson.loads(record.value) == event
+
+
+async def test_a_connection_that_never_starts_the_handshake_is_closed_by_the_header_timeout(
+    start_proxy, ca
+):
+    server = ca.issue("proxy")
+    limits = {"tls": server.tls_config(), "header_timeout_seconds": 0.5}
+    async with start_proxy(server=limits) as url:
+        host, port = url.removeprefix("https://").split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        # asyncio's own handshake timeout is 60 s; the proxy's header deadline applies.
+        async with asyncio.timeout(30):
+            assert await reader.read() == b""
+        writer.close()
+        assert (await https_post(url, run_event(), ca.client_context()))[0] == 200
 
 
 async def test_client_cert_required_refuses_a_client_without_one_and_accepts_one_with_it(
