@@ -5,12 +5,14 @@ client certificates; tokens given as SHA-256 digests."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import http.client
 import logging
 import signal
 import ssl
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import aiohttp
@@ -130,13 +132,26 @@ async def test_a_certificate_renewed_on_disk_is_served_without_a_signal(start_pr
         assert (await https_post(url, run_event(), ca.client_context()))[0] == 200
 
 
-def tls_process(broker, server: Issued) -> tuple[ServeProcess, str]:
-    return serve_process(
+@contextlib.contextmanager
+def tls_process(broker, server: Issued, ca: TestCA) -> Iterator[tuple[ServeProcess, str]]:
+    """``lineage-proxy serve`` over TLS with ``server``'s files, ready; only SIGHUP
+    reloads them. At exit it must stop cleanly on SIGTERM."""
+    process, url = serve_process(
         broker.bootstrap_servers,
         server__tls__cert_file=str(server.cert),
         server__tls__key_file=str(server.key),
-        server__tls__reload_interval_seconds="0",  # only SIGHUP reloads
+        server__tls__reload_interval_seconds="0",
     )
+    try:
+        wait_until_ready(url, process, verify=str(ca.cert))
+        yield process, url
+        # Still serving on a new connection, whatever happened to the certificate.
+        assert requests.post(
+            f"{url}/api/v1/lineage", json=run_event(), timeout=10, verify=str(ca.cert)
+        ).ok
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
 
 
 def log_lines(process: ServeProcess, text: str) -> list[str]:
@@ -160,10 +175,8 @@ def install(source: Issued, target: Issued) -> None:
 def test_sighup_serves_the_new_certificate_to_new_connections_and_keeps_open_ones(broker, ca):
     live, renewed = ca.issue("live"), ca.issue("renewed")
     first = live.fingerprint
-    process, url = tls_process(broker, live)
-    host, port = url.removeprefix("https://").split(":")
-    try:
-        wait_until_ready(url, process, verify=str(ca.cert))
+    with tls_process(broker, live, ca) as (process, url):
+        host, port = url.removeprefix("https://").split(":")
         assert ca.served_fingerprint(url) == first
         # A keep-alive connection opened before the reload.
         old = http.client.HTTPSConnection(host, int(port), context=ca.client_context())
@@ -182,19 +195,11 @@ def test_sighup_serves_the_new_certificate_to_new_connections_and_keeps_open_one
         assert old.sock is socket_before
         assert fingerprint_of(old.sock.getpeercert(binary_form=True)) == first
         old.close()
-        assert requests.post(
-            f"{url}/api/v1/lineage", json=run_event(), timeout=10, verify=str(ca.cert)
-        ).ok
-    finally:
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=30) == 0
 
 
 def test_a_broken_certificate_on_sighup_keeps_the_old_one_with_one_log_line(broker, ca):
     live, stranger = ca.issue("live"), ca.issue("stranger")
-    process, url = tls_process(broker, live)
-    try:
-        wait_until_ready(url, process, verify=str(ca.cert))
+    with tls_process(broker, live, ca) as (process, url):
         live.key.write_bytes(stranger.key.read_bytes())  # a key that is not the cert's
         process.send_signal(signal.SIGHUP)
         wait_for_log(process, "TLS reload refused")
@@ -203,12 +208,6 @@ def test_a_broken_certificate_on_sighup_keeps_the_old_one_with_one_log_line(brok
         assert f"server.tls.key_file: {live.key}: does not match server.tls.cert_file" in refused
         assert process.poll() is None
         assert ca.served_fingerprint(url) == live.fingerprint
-        assert requests.post(
-            f"{url}/api/v1/lineage", json=run_event(), timeout=10, verify=str(ca.cert)
-        ).ok
-    finally:
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=30) == 0
 
 
 def test_a_key_that_does_not_match_the_certificate_stops_serve_at_start_naming_both(broker, ca):

@@ -17,6 +17,7 @@ from proxy.config import load_config
 from proxy.tls import TlsConfig, server_context
 from proxy.yaml_source import ConfigError
 from tests.certificates import Issued, TestCA
+from tests.config_errors import config_refusal
 
 
 @pytest.fixture
@@ -98,15 +99,11 @@ def test_a_client_ca_file_without_certificates_is_named(live: Issued):
 def test_client_certificate_settings_are_checked_in_the_config(
     tmp_path: Path, fields: dict[str, str], message: str
 ):
-    config = tmp_path / "config.yaml"
     tls = ", ".join(f"{k}: {v}" for k, v in fields.items())
-    config.write_text(
-        f"server:\n  tls: {{cert_file: c.pem, key_file: k.pem, {tls}}}\n", encoding="utf-8"
+    config, refused = config_refusal(
+        tmp_path, f"server:\n  tls: {{cert_file: c.pem, key_file: k.pem, {tls}}}\n"
     )
-    with pytest.raises(ConfigError) as refused:
-        load_config(config, environ={})
-    assert str(refused.value).startswith(f"{config}:2: server.tls")
-    assert message in str(refused.value)
+    assert refused.startswith(f"{config}:2: server.tls") and message in refused
 
 
 def test_relative_tls_files_are_under_the_config_files_folder(tmp_path: Path):

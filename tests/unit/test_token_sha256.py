@@ -11,9 +11,8 @@ import pytest
 
 from proxy.auth import AuthConfig, Authenticator
 from proxy.cli import main
-from proxy.config import load_config
 from proxy.http_errors import RequestError
-from proxy.yaml_source import ConfigError
+from tests.config_errors import config_refusal
 
 DIGEST = hashlib.sha256(b"s3cret").hexdigest()
 ONE_OF = "4: auth.tokens.0: Value error, give exactly one of token, token_env, token_sha256 or"
@@ -41,14 +40,11 @@ def test_a_token_given_by_its_digest_authenticates_as_its_name():
 def test_a_bad_token_sha256_fails_at_start_naming_the_field(
     tmp_path: Path, token: dict[str, str], message: str
 ):
-    config = tmp_path / "config.yaml"
     fields = "".join(f"\n      {key}: {value!r}" for key, value in token.items())
-    config.write_text(
-        f"auth:\n  enabled: true\n  tokens:\n    - name: team-a{fields}\n", encoding="utf-8"
+    config, refused = config_refusal(
+        tmp_path, f"auth:\n  enabled: true\n  tokens:\n    - name: team-a{fields}\n"
     )
-    with pytest.raises(ConfigError) as refused:
-        load_config(config, environ={})
-    assert f"{config}:{message}" in str(refused.value)
+    assert f"{config}:{message}" in refused
 
 
 def test_hash_token_prints_the_digest_of_the_token_on_stdin(monkeypatch, capsys):
