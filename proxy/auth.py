@@ -2,7 +2,8 @@
 
 Tokens are compared in constant time as SHA-256 digests (against every configured token,
 so timing does not even reveal which one matched); config may therefore hold a token's
-digest (``token_sha256``) instead of the token. A token's scope is a list of globs per event kind:
+digest (``token_sha256``) instead of the token. A verified client certificate may stand
+for a token (``client_cn``). A token's scope is a list of globs per event kind:
 
 * RunEvents and JobEvents: ``job.namespace`` must match ``namespaces`` — a token for
   ``team-a*`` posting a run of ``team-b`` is refused with 403. The datasets a run read

@@ -76,7 +76,8 @@ class ServerConfig(StrictModel):
     # Open connections at most; beyond it a new connection gets 503 and is closed.
     # Lowered at start to what the process's open-file limit allows.
     max_connections: Annotated[int, Field(gt=0)] = 10_000
-    # HTTPS on the listener (proxy/tls.py); null: plain HTTP. The files are re-read on SIGHUP.
+    # HTTPS on the listener (proxy/tls.py); null: plain HTTP. The files are re-read on
+    # SIGHUP and when they change.
     tls: TlsConfig | None = None
 
 

@@ -94,6 +94,8 @@ def server_context(config: TlsConfig, field: str) -> ssl.SSLContext:
         raise ConfigError(
             f"{field}.cert_file: {config.cert_file}: no PEM certificate in it"
         ) from None
+    # Server side with Python's defaults (TLS 1.2+); no system CAs: only client_ca_file's
+    # are trusted for client certificates.
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     try:
         context.load_cert_chain(config.cert_file, config.key_file, password=_no_password)
@@ -154,6 +156,7 @@ class ReloadableTls:
         self.context = self._current
         self.context.sni_callback = self._use_current
         self._tasks: set[asyncio.Task[bool]] = set()
+        self._reloading = asyncio.Lock()  # SIGHUP and the watcher: one reload at a time
         log.info("%s: certificate sha256 %s", field, self.fingerprint)
 
     def _use_current(
@@ -163,14 +166,15 @@ class ReloadableTls:
 
     async def reload(self) -> bool:
         """Re-read the files (off the event loop); keep the old certificate if they fail."""
-        # Seen before reading: a change while they are read is found by the next poll.
-        self._seen = await asyncio.to_thread(self._file_states)
-        try:
-            context, fingerprint = await asyncio.to_thread(self._load)
-        except ConfigError as exc:
-            log.error("TLS reload refused, the old certificate keeps serving: %s", exc)
-            return False
-        self._current, self.fingerprint = context, fingerprint
+        async with self._reloading:
+            # Seen before reading: a change while they are read is found by the next poll.
+            self._seen = await asyncio.to_thread(self._file_states)
+            try:
+                context, fingerprint = await asyncio.to_thread(self._load)
+            except ConfigError as exc:
+                log.error("TLS reload refused, the old certificate keeps serving: %s", exc)
+                return False
+            self._current, self.fingerprint = context, fingerprint
         log.info("%s reloaded: certificate sha256 %s", self.field, fingerprint)
         return True
 

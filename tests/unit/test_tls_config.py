@@ -42,7 +42,10 @@ def test_a_matching_certificate_and_key_load(live: Issued, ca: TestCA):
     required = TlsConfig(
         cert_file=live.cert, key_file=live.key, client_ca_file=ca.cert, client_cert="required"
     )
-    assert server_context(required, "server.tls").verify_mode.name == "CERT_REQUIRED"
+    context = server_context(required, "server.tls")
+    assert context.verify_mode.name == "CERT_REQUIRED"
+    # Client certificates are checked against client_ca_file only, never the system's CAs.
+    assert context.cert_store_stats()["x509_ca"] == 1
 
 
 def test_a_missing_certificate_is_named_with_its_field(live: Issued, tmp_path: Path):
