@@ -8,7 +8,9 @@ import asyncio
 import contextlib
 import hashlib
 import http.client
+import json
 import logging
+import os
 import signal
 import ssl
 import time
@@ -19,6 +21,7 @@ import aiohttp
 import orjson
 import pytest
 import requests
+from openlineage.client import OpenLineageClient
 
 from tests.certificates import Issued, TestCA, fingerprint_of
 from tests.kafka_reader import read_all_produced_so_far
@@ -251,3 +254,31 @@ async def test_a_client_certificates_common_name_stands_for_a_token_and_its_name
         for r in read_all_produced_so_far(broker.bootstrap_servers, topic)
     ]
     assert sorted(namespaces) == ["team-a", "team-b"]
+
+
+async def test_openlineage_python_client_posts_over_mutual_tls_configured_by_environment(
+    start_proxy, broker, topic, ca, monkeypatch
+):
+    """The client users run, with its own sslContext settings (CA bundle, client
+    certificate); the certificate's common name stands for a token."""
+    server, client = ca.issue("proxy"), ca.issue("airflow-prod")
+    tls = server.tls_config(client_ca_file=str(ca.cert), client_cert="required")
+    auth = {"enabled": True, "tokens": [{"name": "airflow", "client_cn": "airflow-prod"}]}
+    for name in [n for n in os.environ if n.startswith("OPENLINEAGE")]:
+        monkeypatch.delenv(name)
+    event = run_event(namespace="airflow")
+    async with start_proxy(server={"tls": tls}, auth=auth) as url:
+        monkeypatch.setenv("OPENLINEAGE__TRANSPORT__TYPE", "http")
+        monkeypatch.setenv("OPENLINEAGE__TRANSPORT__URL", url)
+        ssl_context = {
+            "caCertPath": str(ca.cert),
+            "clientCertPath": str(client.cert),
+            "clientKeyPath": str(client.key),
+        }
+        monkeypatch.setenv("OPENLINEAGE__TRANSPORT__SSLCONTEXT", json.dumps(ssl_context))
+        openlineage = OpenLineageClient()
+        # The client is synchronous; run it off the loop that serves the proxy.
+        await asyncio.to_thread(openlineage.transport.emit, event)
+        await asyncio.to_thread(openlineage.close)
+    [record] = read_all_produced_so_far(broker.bootstrap_servers, topic)
+    assert orjson.loads(record.value) == event
