@@ -46,6 +46,12 @@ async def running_daemons(
     Yields the daemons' tasks: one ending early means that daemon failed.
     """
     stop = asyncio.Event()
+    # Certificates first: one that does not load fails the start before any Kafka client.
+    status_tls: dict[str, ReloadableTls] = {}
+    for name in names:
+        consumer = consumers[name]
+        if consumer.status_port is not None and consumer.status_tls is not None:
+            status_tls[name] = ReloadableTls(consumer.status_tls, f"consumers.{name}.status_tls")
     daemons = await _daemons(consumers, kafka, names)
     runners: list[web.AppRunner] = []
     watchers = contextlib.AsyncExitStack()  # status ports' TLS files
@@ -55,11 +61,7 @@ async def running_daemons(
             consumer = consumers[daemon.name]
             if consumer.status_port is None:
                 continue
-            tls = (
-                ReloadableTls(consumer.status_tls, f"consumers.{daemon.name}.status_tls")
-                if consumer.status_tls
-                else None
-            )
+            tls = status_tls.get(daemon.name)
             runner = web.AppRunner(status_app(daemon), access_log=None)
             await runner.setup()
             runners.append(runner)

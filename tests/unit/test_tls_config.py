@@ -13,7 +13,8 @@ from cryptography.hazmat.primitives.serialization import (
     load_pem_private_key,
 )
 
-from proxy.config import load_config
+from consumers.run import running_daemons
+from proxy.config import ProxyConfig, load_config
 from proxy.tls import TlsConfig, server_context
 from proxy.yaml_source import ConfigError
 from tests.certificates import Issued, TestCA
@@ -125,3 +126,27 @@ def test_relative_tls_files_are_under_the_config_files_folder(tmp_path: Path):
     )
     status = loaded.consumers["m"].status_tls
     assert status is not None and status.cert_file == tmp_path / "s.pem"
+
+
+async def test_a_status_certificate_that_does_not_load_stops_consumers_before_they_start(
+    tmp_path: Path,
+):
+    missing = tmp_path / "status.pem"
+    config = ProxyConfig.model_validate(
+        {
+            "kafka": {"bootstrap_servers": "127.0.0.1:9"},  # never reached
+            "consumers": {
+                "marquez": {
+                    "target": {"kind": "marquez", "url": "http://127.0.0.1:9"},
+                    "status_port": 0,
+                    "status_tls": {"cert_file": str(missing), "key_file": str(missing)},
+                }
+            },
+        }
+    )
+    with pytest.raises(ConfigError) as refused:
+        async with running_daemons(config.consumers, config.kafka, ["marquez"]):
+            pass
+    assert str(refused.value) == (
+        f"consumers.marquez.status_tls.cert_file: {missing}: cannot read: No such file or directory"
+    )
