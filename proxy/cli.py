@@ -64,9 +64,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _cmd_hash_token(args: argparse.Namespace) -> int:
+    import getpass
+
     from proxy.auth import token_digest
 
-    token = sys.stdin.read().strip()  # as the proxy strips the Authorization header's
+    # From a terminal without echo; stripped as the proxy strips the Authorization header's.
+    token = (getpass.getpass("token: ") if sys.stdin.isatty() else sys.stdin.read()).strip()
     if not token:
         raise UsageError("no token on stdin")
     print(token_digest(token).hex())
