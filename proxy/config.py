@@ -53,6 +53,9 @@ MiB = 1024 * 1024
 class ServerConfig(StrictModel):
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65535)] = 5000
+    # HTTPS on the listener (proxy/tls.py); null: plain HTTP. The files are re-read on
+    # SIGHUP and when they change.
+    tls: TlsConfig | None = None
     max_body_bytes: Annotated[int, Field(gt=0)] = 5 * MiB
     # gzip bodies: limits on what they inflate to, absolute and as a ratio (gzip bombs).
     max_decompressed_bytes: Annotated[int, Field(gt=0)] = 50 * MiB
@@ -76,9 +79,6 @@ class ServerConfig(StrictModel):
     # Open connections at most; beyond it a new connection gets 503 and is closed.
     # Lowered at start to what the process's open-file limit allows.
     max_connections: Annotated[int, Field(gt=0)] = 10_000
-    # HTTPS on the listener (proxy/tls.py); null: plain HTTP. The files are re-read on
-    # SIGHUP and when they change.
-    tls: TlsConfig | None = None
 
 
 class ValidationConfig(StrictModel):
