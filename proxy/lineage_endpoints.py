@@ -20,7 +20,6 @@ from proxy.destinations import DeliveryError, TooLarge
 from proxy.http_errors import RequestError, detail
 from proxy.ingest import parse_json, read_body
 from proxy.pipeline import Accepted, EventPipeline, Rejection, RejectionReason
-from proxy.tls import client_common_name
 
 __all__ = ["AUTHENTICATOR", "CONFIG", "PIPELINE", "post_batch", "post_event"]
 
@@ -49,9 +48,7 @@ def _retry_after(request: web.Request) -> dict[str, str]:
 
 
 async def _read_json(request: web.Request) -> tuple[Any, Principal]:
-    principal = request.app[AUTHENTICATOR].authenticate(
-        request.headers.get("Authorization"), lambda: client_common_name(request.transport)
-    )
+    principal = request.app[AUTHENTICATOR].principal_of(request)
     body = await read_body(request, request.app[CONFIG].server)
     return parse_json(body, request.content_type if request.body_exists else ""), principal
 
