@@ -16,8 +16,7 @@ from proxy.config import ProxyConfig
 from proxy.embedded_broker import free_port
 from tests.certificates import TestCA
 from tests.doubles.marquez_double import MarquezDouble
-from tests.integration.consumers.conftest import TEST_GROUP, encoded, produce, wait_for
-from tests.sample_events import run_event
+from tests.integration.consumers.conftest import TEST_GROUP
 
 pytestmark = pytest.mark.integration
 
@@ -48,10 +47,6 @@ async def test_status_port_over_tls_answers_healthz_and_refuses_plain_http(
             running_daemons(config.consumers, config.kafka, ["marquez"]),
             aiohttp.ClientSession(connector=trusting) as session,
         ):
-            await asyncio.to_thread(
-                produce, broker.bootstrap_servers, topic, encoded([("k", run_event())])
-            )
-            await wait_for(lambda: len(marquez.events) == 1, what="the event at marquez")
             async with asyncio.timeout(30):
                 while True:
                     async with session.get(f"https://127.0.0.1:{port}/healthz") as resp:
