@@ -51,7 +51,7 @@ async def test_status_port_over_tls_answers_healthz_and_refuses_plain_http(
                 while True:
                     async with session.get(f"https://127.0.0.1:{port}/healthz") as resp:
                         health = json.loads(await resp.text())
-                        if resp.status == 200:
+                        if resp.status == 200 and health["assigned"]:
                             break
                     await asyncio.sleep(0.2)
             assert health["problems"] == [] and health["assigned"] == [f"{topic}[0]"]
