@@ -64,6 +64,19 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_hash_token(args: argparse.Namespace) -> int:
+    import getpass
+
+    from proxy.auth import token_digest
+
+    # From a terminal without echo; stripped as the proxy strips the Authorization header's.
+    token = (getpass.getpass("token: ") if sys.stdin.isatty() else sys.stdin.read()).strip()
+    if not token:
+        raise UsageError("no token on stdin")
+    print(token_digest(token).hex())
+    return EXIT_OK
+
+
 def _cmd_validate(args: argparse.Namespace) -> int:
     from proxy.validation import EventValidator
 
@@ -352,6 +365,11 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--config", type=Path, help="config with validation settings")
     validate.add_argument("--strict", action="store_true", help="reject facets of unknown schema")
     validate.set_defaults(func=_cmd_validate)
+    hash_token = commands.add_parser(
+        "hash-token",
+        help="print the SHA-256 of the token read from stdin (for auth.tokens[].token_sha256)",
+    )
+    hash_token.set_defaults(func=_cmd_hash_token)
     _add_rules_commands(commands)
     _add_spark_commands(commands)
     tap = commands.add_parser(

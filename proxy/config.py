@@ -19,6 +19,7 @@ from consumers.config import ConsumerConfig
 from proxy.auth import AuthConfig, TokenConfig
 from proxy.destinations.config import KafkaConfig, SpoolConfig
 from proxy.strict import StrictModel
+from proxy.tls import TlsConfig
 from proxy.validation.repairs import REPAIR_NAMES, RepairName
 from proxy.yaml_source import (
     ConfigError,
@@ -39,6 +40,7 @@ __all__ = [
     "RoutingConfig",
     "ServerConfig",
     "SpoolConfig",
+    "TlsConfig",
     "TokenConfig",
     "ValidationConfig",
     "load_config",
@@ -51,6 +53,9 @@ MiB = 1024 * 1024
 class ServerConfig(StrictModel):
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65535)] = 5000
+    # HTTPS on the listener (proxy/tls.py); null: plain HTTP. The files are re-read on
+    # SIGHUP and when they change.
+    tls: TlsConfig | None = None
     max_body_bytes: Annotated[int, Field(gt=0)] = 5 * MiB
     # gzip bodies: limits on what they inflate to, absolute and as a ratio (gzip bombs).
     max_decompressed_bytes: Annotated[int, Field(gt=0)] = 50 * MiB
@@ -187,6 +192,9 @@ def _resolve_relative_paths(config: ProxyConfig, base: Path) -> ProxyConfig:
     if extra is not None and not extra.is_absolute():
         validation = config.validation.model_copy(update={"extra_schema_dir": base / extra})
         config = config.model_copy(update={"validation": validation})
+    if config.server.tls is not None:
+        server = config.server.model_copy(update={"tls": config.server.tls.under(base)})
+        config = config.model_copy(update={"server": server})
     consumers = {name: c.with_paths_under(base) for name, c in config.consumers.items()}
     config = config.model_copy(update={"consumers": consumers})
     spool = config.kafka.spool
