@@ -78,7 +78,7 @@ class StatusPage:
         )
 
     async def status(self, request: web.Request) -> web.Response:
-        request.app[AUTHENTICATOR].authenticate(request.headers.get("Authorization"))
+        request.app[AUTHENTICATOR].principal_of(request)
         destinations = self.destinations()
         report = status_report(
             self.window,

@@ -57,7 +57,7 @@ def _frame(tapped: TappedEvent) -> bytes:
 
 
 async def get_tap(request: web.Request) -> web.StreamResponse:
-    principal = request.app[AUTHENTICATOR].authenticate(request.headers.get("Authorization"))
+    principal = request.app[AUTHENTICATOR].principal_of(request)
     tap_filter = _tap_filter(request)
     response = web.StreamResponse(
         headers={
