@@ -51,6 +51,7 @@ def _with_port(config: ProxyConfig, port: int) -> ProxyConfig:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
+    from proxy.embedded_broker import EmbeddedBrokerMissing
     from proxy.serve import CannotListen, run_server
 
     config = _config(args)
@@ -58,7 +59,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         config = _with_port(config, args.port)
     try:
         run_server(config)
-    except CannotListen as exc:
+    except (CannotListen, EmbeddedBrokerMissing) as exc:
         raise UsageError(str(exc)) from None
     return EXIT_OK
 
