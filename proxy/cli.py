@@ -274,6 +274,34 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     return EXIT_INVALID if result.failed else EXIT_OK
 
 
+def _cmd_schema(args: argparse.Namespace) -> int:
+    from proxy.config_reference import json_schema
+
+    print(json_schema(args.document))
+    return EXIT_OK
+
+
+def _cmd_config_reference(args: argparse.Namespace) -> int:
+    from proxy.config_reference import config_reference
+
+    sys.stdout.write(config_reference())
+    return EXIT_OK
+
+
+def _add_reference_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    schema = commands.add_parser(
+        "schema",
+        help="print the JSON Schema of config.yaml or of a rules file (for editors)",
+    )
+    schema.add_argument("document", choices=["config", "rules"])
+    schema.set_defaults(func=_cmd_schema)
+    reference = commands.add_parser(
+        "config-reference",
+        help="print the configuration reference (Markdown): every key, type, default",
+    )
+    reference.set_defaults(func=_cmd_config_reference)
+
+
 def _cmd_spark(args: argparse.Namespace) -> int:
     # Imported here: the proxy itself runs without PySpark.
     from spark_emitter.archive_jobs import compact, graph
@@ -353,6 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--strict", action="store_true", help="reject facets of unknown schema")
     validate.set_defaults(func=_cmd_validate)
     _add_rules_commands(commands)
+    _add_reference_commands(commands)
     _add_spark_commands(commands)
     return parser
 
