@@ -28,9 +28,11 @@ __all__ = ["ANONYMOUS", "AuthConfig", "Authenticator", "Principal", "TokenConfig
 
 
 class TokenConfig(StrictModel):
+    # Who the token belongs to: named in logs and metrics, never the token itself.
     name: str
     # The secret itself, or the name of an environment variable holding it.
     token: SecretStr | None = None
+    # Name of an environment variable holding the token (instead of token).
     token_env: str | None = None
     # Job namespaces this token may post RunEvents and JobEvents for, as globs; ["*"]
     # allows all.
@@ -55,7 +57,10 @@ class TokenConfig(StrictModel):
 
 
 class AuthConfig(StrictModel):
+    # Require Authorization: Bearer <token> on the lineage endpoints (401/403
+    # otherwise).
     enabled: bool = False
+    # The accepted tokens and what each may post.
     tokens: list[TokenConfig] = Field(default_factory=list)
 
     @model_validator(mode="after")

@@ -93,7 +93,7 @@ def _section(cls: type[BaseModel]) -> list[str]:
     lines = ["", f"### {cls.__name__}", ""]
     doc = inspect.getdoc(cls)
     if doc and doc != inspect.getdoc(BaseModel) and cls.__doc__:
-        lines += [" ".join(doc.split("\n\n")[0].split()), ""]
+        lines += [" ".join(doc.split("\n\n")[0].split()).replace("``", "`"), ""]
     lines += ["| Key | Type | Default | Description |", "|---|---|---|---|"]
     for field_name, field in cls.model_fields.items():
         key = field.alias or field_name

@@ -83,9 +83,15 @@ def test_cli_prints_the_schema_and_the_reference(capsys):
     assert capsys.readouterr().out == config_reference()
 
 
-def test_reference_lists_every_key_with_its_type_and_default():
+def test_reference_lists_every_key_with_type_default_and_a_description():
     reference = config_reference()
     for model in SCHEMAS.values():
         for key in model.model_json_schema(by_alias=True)["properties"]:
             assert f"| `{key}` |" in reference
+    rows = [line for line in reference.splitlines() if line.startswith("| `")]
+    undescribed = [row.split("|")[1].strip() for row in rows if row.rstrip().endswith("|  |")]
+    assert not undescribed, (
+        f"keys without a description: {undescribed}; write a comment right above the field "
+        "in its model (or Field(description=...)), then run scripts/config_docs.sh"
+    )
     assert "| `port` | int (≥ 0, ≤ 65535) | `5000` |" in reference
