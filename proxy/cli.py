@@ -288,7 +288,22 @@ def _cmd_config_reference(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_completion(args: argparse.Namespace) -> int:
+    from proxy.completion import completion_script
+
+    sys.stdout.write(completion_script(args.shell, build_parser()))
+    return EXIT_OK
+
+
 def _add_reference_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from proxy.completion import SHELLS
+
+    completion = commands.add_parser(
+        "completion",
+        help="print a shell completion script, e.g. source <(lineage-proxy completion bash)",
+    )
+    completion.add_argument("shell", choices=SHELLS)
+    completion.set_defaults(func=_cmd_completion)
     schema = commands.add_parser(
         "schema",
         help="print the JSON Schema of config.yaml or of a rules file (for editors)",
