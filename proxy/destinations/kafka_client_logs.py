@@ -7,11 +7,13 @@ client we create is therefore built with :func:`kafka_client_config`, which hand
 librdkafka a ``logger``, an ``error_cb`` and a ``stats_cb`` that all report to one
 :class:`ClusterLog` per cluster (per bootstrap servers string):
 
-- the first failed connection, resolution or authentication logs one WARNING
-  ``cannot reach Kafka at X: <reason>``; while the outage lasts, at most one
-  ``still cannot reach …`` line per :data:`REPEAT_SECONDS`;
+- when no broker answers (or authentication fails), one WARNING ``cannot reach Kafka
+  at X: <reason>``; while the outage lasts, at most one ``still cannot reach …`` line
+  per :data:`REPEAT_SECONDS`;
 - when a broker is connected again (librdkafka's statistics show one ``UP``), one INFO
   ``Kafka at X reachable again``;
+- one broker failing while the others answer is logged only once it has failed for
+  :data:`BROKER_GRACE_SECONDS`, then at most once per :data:`REPEAT_SECONDS`;
 - any other librdkafka log line or error goes to the ``librdkafka`` logger, at most once
   per :data:`REPEAT_SECONDS` per kind, with the count of those left out.
 
@@ -32,6 +34,7 @@ from typing import Any, Protocol
 import orjson
 
 __all__ = [
+    "BROKER_GRACE_SECONDS",
     "REPEAT_SECONDS",
     "ClusterLog",
     "cluster_log",
@@ -47,12 +50,17 @@ REPEAT_SECONDS = 60.0
 # How often librdkafka hands over its statistics: how soon a recovery is noticed.
 _STATS_INTERVAL_MS = 5000
 
-# librdkafka error codes (confluent_kafka.KafkaError's) that mean "no broker to talk to";
-# written out so that this module needs no librdkafka to be imported.
-_TRANSPORT, _RESOLVE, _ALL_BROKERS_DOWN, _SSL, _AUTHENTICATION = -195, -193, -187, -181, -169
-_UNREACHABLE_CODES = frozenset({_TRANSPORT, _RESOLVE, _ALL_BROKERS_DOWN, _SSL, _AUTHENTICATION})
+# How long one broker may keep failing, while the cluster answers, before it is logged.
+BROKER_GRACE_SECONDS = 10.0
+_NO_REASON = "no reason given by librdkafka"
+
+# librdkafka error codes (confluent_kafka.KafkaError's), written out so that this module
+# needs no librdkafka to be imported. No broker answers / none lets us in:
+_ALL_BROKERS_DOWN, _AUTHENTICATION = -187, -169
+# One broker's connection failed (the cluster may still answer through others):
+_BROKER_CODES = frozenset({-195, -193, -181})  # _TRANSPORT, _RESOLVE, _SSL
 # librdkafka log facilities of a failed connection (the same news as the errors above).
-_UNREACHABLE_FACILITIES = frozenset({"FAIL", "ERROR", "RESOLVE", "SSL", "SASL", "AUTH"})
+_BROKER_FACILITIES = frozenset({"FAIL", "ERROR", "RESOLVE", "SSL", "SASL", "AUTH"})
 
 
 class _KafkaError(Protocol):
@@ -70,7 +78,14 @@ class _Throttled:
 
 
 class ClusterLog:
-    """Everything librdkafka reports about one cluster, logged with throttling."""
+    """Everything librdkafka reports about one cluster, logged with throttling.
+
+    Two kinds of trouble are told apart. The cluster is *unreachable* when librdkafka
+    says all its brokers are down (or authentication fails): one WARNING at once, then at
+    most one a minute, and one INFO when a broker is connected again. A *broker* failing
+    while others answer (one broker of three restarting) is no outage: it is logged only
+    if it keeps failing for :data:`BROKER_GRACE_SECONDS`, then at most once a minute.
+    """
 
     def __init__(
         self,
@@ -87,6 +102,12 @@ class ClusterLog:
         self.unreachable_since: float | None = None
         self._unreachable_logged = 0.0
         self._unreachable_left_out = 0
+        # The latest failed connection's words ("Connect to … failed: Connection refused"):
+        # librdkafka's "1/1 brokers are down" says less.
+        self._last_reason = ""
+        # A run of broker failures outside an outage: when it began, the latest one.
+        self._broker_failing_since: float | None = None
+        self._broker_failed_last = 0.0
         self._other: dict[str, _Throttled] = {}
 
     # ---- the three callbacks librdkafka is given ----
@@ -96,16 +117,20 @@ class ClusterLog:
         ``log(level, "%s [%s] %s", facility, client name, text)``."""
         text = fmt % args if args else fmt
         facility = str(args[0]) if args else ""
-        if facility in _UNREACHABLE_FACILITIES and level >= logging.WARNING:
-            self.unreachable(_without_thread(str(args[-1])) if args else text)
+        if facility in _BROKER_FACILITIES and level >= logging.WARNING:
+            self.broker_failed(_without_thread(str(args[-1])) if args else text)
         else:
             self._other_line(f"log:{facility}", level, text)
 
     def error(self, error: _KafkaError) -> None:
         """``error_cb``: a client-wide error (not one message's)."""
         reason = _reason(error)
-        if error.code() in _UNREACHABLE_CODES:
+        if error.code() == _ALL_BROKERS_DOWN:
+            self.unreachable(self._last_reason or reason)
+        elif error.code() == _AUTHENTICATION:
             self.unreachable(reason)
+        elif error.code() in _BROKER_CODES:
+            self.broker_failed(reason)
         else:
             self._other_line(f"error:{error.code()}", logging.WARNING, f"Kafka error: {reason}")
 
@@ -122,9 +147,31 @@ class ClusterLog:
 
     # ---- what they mean ----
 
+    def broker_failed(self, reason: str) -> None:
+        """A connection to one broker (or its name resolution) failed."""
+        reason = reason.strip() or _NO_REASON
+        with self._lock:
+            self._last_reason = reason
+            now = self._clock()
+            in_outage = self.unreachable_since is not None
+            if not in_outage:
+                if (
+                    self._broker_failing_since is None
+                    or now - self._broker_failed_last > self._repeat
+                ):
+                    self._broker_failing_since = now
+                self._broker_failed_last = now
+                if now - self._broker_failing_since < BROKER_GRACE_SECONDS:
+                    return
+        if in_outage:
+            self.unreachable(reason)  # counted, and one "still" line a minute
+        else:
+            text = f"a broker of Kafka at {self.servers} keeps failing: {reason}"
+            self._other_line("broker", logging.WARNING, text, logger=log)
+
     def unreachable(self, reason: str) -> None:
-        """A connection, name resolution or authentication failed."""
-        reason = reason.strip() or "no reason given by librdkafka"
+        """No broker of the cluster answers (or none lets us in)."""
+        reason = reason.strip() or _NO_REASON
         args: tuple[object, ...]
         with self._lock:
             now = self._clock()
@@ -152,10 +199,12 @@ class ClusterLog:
             if self.unreachable_since is None:
                 return
             lasted = self._clock() - self.unreachable_since
-            self.unreachable_since = None
+            self.unreachable_since = self._broker_failing_since = None
         log.info("Kafka at %s reachable again (after %.0f s)", self.servers, lasted)
 
-    def _other_line(self, kind: str, level: int, text: str) -> None:
+    def _other_line(
+        self, kind: str, level: int, text: str, logger: logging.Logger = _librdkafka
+    ) -> None:
         with self._lock:
             now = self._clock()
             seen = self._other.get(kind)
@@ -166,7 +215,7 @@ class ClusterLog:
             self._other[kind] = _Throttled(now)
         if left_out:
             text += f" ({left_out} more like it in the last {self._repeat:.0f} s)"
-        _librdkafka.log(level, "%s", text)
+        logger.log(level, "%s", text)
 
 
 def failure_reason(exc: BaseException) -> str:

@@ -74,6 +74,29 @@ def test_an_outage_is_one_line_then_one_a_minute_then_one_when_back(caplog) -> N
     assert _lines(caplog)[3].startswith("cannot reach Kafka at 127.0.0.1:1:")
 
 
+def test_one_broker_down_while_the_others_answer_is_no_outage_and_one_line_a_minute(
+    caplog,
+) -> None:
+    clock = Clock()
+    cluster = ClusterLog("b1:9092,b2:9092,b3:9092", clock=clock)
+    refused = "b2:9092/2: Connect to ipv4#10.0.0.2:9092 failed: Connection refused"
+    for _ in range(1800):  # 90 s of reconnect attempts to broker 2
+        cluster.error(FakeError(-195, refused))
+        clock.now += 0.05
+    line = (
+        "a broker of Kafka at b1:9092,b2:9092,b3:9092 keeps failing: "
+        "Connect to ipv4#10.0.0.2:9092 failed: Connection refused"
+    )
+    # After the 10 s grace, then a minute later with the count of attempts in between.
+    assert _lines(caplog) == [line, f"{line} (1200 more like it in the last 60 s)"]
+    assert cluster.unreachable_since is None
+    clock.now += 600  # it came back; ten minutes later another broker restarts briefly
+    for _ in range(100):  # 5 s: within the grace period, nothing to say
+        cluster.error(FakeError(-195, refused))
+        clock.now += 0.05
+    assert len(caplog.records) == 2
+
+
 def test_statistics_without_a_connected_broker_end_no_outage(caplog) -> None:
     caplog.set_level(logging.INFO)
     cluster = ClusterLog("b:9092", clock=Clock())
@@ -85,9 +108,12 @@ def test_statistics_without_a_connected_broker_end_no_outage(caplog) -> None:
 
 def test_no_line_has_an_empty_reason(caplog) -> None:
     cluster = ClusterLog("b:9092", clock=Clock())
-    cluster.error(FakeError(-195, "", "_TRANSPORT"))
+    cluster.error(FakeError(-187, "", "_ALL_BROKERS_DOWN"))
     cluster.error(FakeError(-172, "", "_STATE"))
-    assert _lines(caplog) == ["cannot reach Kafka at b:9092: _TRANSPORT", "Kafka error: _STATE"]
+    assert _lines(caplog) == [
+        "cannot reach Kafka at b:9092: _ALL_BROKERS_DOWN",
+        "Kafka error: _STATE",
+    ]
     assert failure_reason(TimeoutError()) == "Kafka did not answer in time"
     assert failure_reason(RuntimeError()) == "RuntimeError"
 
