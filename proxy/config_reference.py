@@ -106,7 +106,9 @@ def _section(cls: type[BaseModel]) -> list[str]:
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """Table-cell safe: ``|`` escaped, and ``<name>`` not taken for an HTML tag."""
+    text = text.replace("|", "\\|").replace("\n", " ")
+    return text.replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _default(field: FieldInfo) -> str:
@@ -139,13 +141,14 @@ def _type_name(annotation: Any, metadata: list[Any] | None = None) -> str:
     if origin is Literal:
         name = " | ".join(f"`{orjson.dumps(a, default=_plain).decode()}`" for a in args)
     elif origin in (typing.Union, types.UnionType):
-        name = " | ".join(_type_name(a) for a in args if a is not type(None))
+        members = [_type_name(a) for a in args if a is not type(None)]
         if type(None) in args:
-            name += " | null"
+            members.append("null")
+        name = " | ".join(dict.fromkeys(members))
     elif origin in (list, tuple, set, frozenset):
-        name = f"list of {_type_name(args[0])}" if args else "list"
+        name = f"list of {_grouped(_type_name(args[0]))}" if args else "list"
     elif origin is dict:
-        name = f"map of {_type_name(args[1])}" if args else "map"
+        name = f"map of {_grouped(_type_name(args[1]))}" if args else "map"
     elif isinstance(annotation, type) and issubclass(annotation, BaseModel):
         name = f"[{annotation.__name__}](#{annotation.__name__.lower()})"
     elif isinstance(annotation, type) and issubclass(annotation, Enum):
@@ -168,6 +171,11 @@ _SIMPLE_TYPES = {
     float: "number",
     SecretStr: "string (secret)",
 }
+
+
+def _grouped(name: str) -> str:
+    """``a | b`` inside ``list of …``: parenthesised, so that it reads as one type."""
+    return f"({name})" if " | " in name else name
 
 
 def _constraint(meta: Any) -> str:
