@@ -295,7 +295,9 @@ def _cmd_completion(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _add_reference_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _add_shell_and_editor_commands(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
     from proxy.completion import SHELLS
 
     completion = commands.add_parser(
@@ -396,7 +398,7 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--strict", action="store_true", help="reject facets of unknown schema")
     validate.set_defaults(func=_cmd_validate)
     _add_rules_commands(commands)
-    _add_reference_commands(commands)
+    _add_shell_and_editor_commands(commands)
     _add_spark_commands(commands)
     return parser
 
