@@ -74,6 +74,15 @@ class ServerConfig(StrictModel):
     # Open connections at most; beyond it a new connection gets 503 and is closed.
     # Lowered at start to what the process's open-file limit allows.
     max_connections: Annotated[int, Field(gt=0)] = 10_000
+    # Worker processes serving the port together (SO_REUSEPORT), each with its own event
+    # loop and Kafka producer; "auto": one per CPU core. max_connections is per worker.
+    workers: Annotated[int, Field(ge=1, le=256)] | Literal["auto"] = 1
+
+    def worker_count(self) -> int:
+        """``workers`` as a number: "auto" is the cores this process may run on."""
+        if self.workers != "auto":
+            return self.workers
+        return len(os.sched_getaffinity(0))
 
 
 class ValidationConfig(StrictModel):

@@ -208,11 +208,15 @@ class GuardedSite(web.BaseSite):
         port: int,
         *,
         backlog: int = 1024,
+        reuse_port: bool = False,
     ) -> None:
         super().__init__(runner, backlog=backlog)
         self._guard = guard
         self._host = host
         self._port = port
+        # Several worker processes listen on one port (SO_REUSEPORT): the kernel spreads
+        # new connections over them.
+        self._reuse_port = reuse_port
 
     @property
     def port(self) -> int:
@@ -236,4 +240,5 @@ class GuardedSite(web.BaseSite):
             self._port,
             backlog=self._backlog,
             reuse_address=True,
+            reuse_port=self._reuse_port,
         )
