@@ -14,17 +14,22 @@ import signal
 import time
 from pathlib import Path
 
+import orjson
 import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
+from proxy.destinations.kafka import event_headers
+from proxy.destinations.kafka_spool import spool_directory
+from proxy.destinations.spool import Spool
 from proxy.embedded_broker import EmbeddedBroker, free_port
+from proxy.openlineage import event_key
 from tests.faults.figures import report
 from tests.faults.load import archive_run_ids, compare, kafka_run_ids, post_events
 from tests.processes import ServeProcess, serve_process
 from tests.sample_events import rich_run_event, run_event
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.integration
 
 Samples = list[tuple[dict[str, str], float]]
 
@@ -82,6 +87,7 @@ def wait_for(condition, seconds: float, process: ServeProcess) -> None:
         time.sleep(0.2)
 
 
+@pytest.mark.slow
 async def test_two_workers_share_the_port_report_together_reload_and_drain_on_sigterm(
     broker, topic, tmp_path: Path
 ):
@@ -153,6 +159,7 @@ async def test_two_workers_share_the_port_report_together_reload_and_drain_on_si
     assert kafka["lost"] == 0 and archive["lost"] == 0
 
 
+@pytest.mark.slow
 async def test_sigkilled_worker_is_replaced_and_its_spooled_events_reach_kafka(topic):
     port = free_port()  # the broker comes up on it only after the kill
     process, url = serve_process(
@@ -197,3 +204,44 @@ async def test_sigkilled_worker_is_replaced_and_its_spooled_events_reach_kafka(t
     assert f"worker 1 (pid {killed_pid}) died" in process.log()
     assert figures["lost"] == 0
     assert exit_code == 0, process.log()
+
+
+async def test_spool_left_by_a_run_with_more_workers_is_drained_to_kafka_at_start(
+    start_proxy, broker, topic, tmp_path: Path
+):
+    # Worker 3 of an earlier `--workers 4` run spooled these and never drained them.
+    events = [run_event(name=f"job-{i % 5}") for i in range(50)]
+    orphan = Spool(
+        spool_directory(tmp_path / "worker-3", broker.bootstrap_servers), 1 << 30, 1 << 20
+    )
+    await orphan.open()
+    for event in events:
+        await orphan.append(topic, event_key(event), event_headers(event), orjson.dumps(event))
+    await orphan.close()
+    spooled = [event["run"]["runId"] for event in events]
+    async with start_proxy(kafka={"spool": {"directory": tmp_path}}):
+        deadline = time.monotonic() + 60
+        while True:
+            found = await asyncio.to_thread(kafka_run_ids, broker.bootstrap_servers, topic)
+            if set(spooled) <= set(found) or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.5)
+    figures = report("orphaned_worker_spool_drained", **compare(spooled, found))
+    assert figures["lost"] == 0
+
+
+def test_workers_that_cannot_start_stop_the_supervisor_with_their_exit_code(broker, tmp_path):
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("version: 1\nrules: [{name: x, to: [nowhere]}]\n")
+    process, _ = serve_process(
+        broker.bootstrap_servers,
+        "--workers",
+        "2",
+        routing__rules=str(rules),
+        server__run_consumers="[]",
+    )
+    code = process.wait(timeout=120)
+    log = process.log()
+    assert code == 2, log
+    assert "configuration error" in log and "failed before serving (exit code 2)" in log
+    assert "died" not in log  # not restarted: it would fail the same way again
