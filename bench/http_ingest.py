@@ -454,20 +454,22 @@ def workers_scenario(
 
 
 def rss_trend(samples: list[float]) -> dict[str, float]:
-    """Max, first vs last 10 samples (seconds) and the least-squares slope per minute."""
+    """Max, first vs last 10 samples (one a second), and the least-squares slope after
+    the first 10 (start-up buffers fill there; a leak shows as a steady slope after)."""
     window = max(1, min(10, len(samples) // 2))
     first = sum(samples[:window]) / window
     last = sum(samples[-window:]) / window
-    n = len(samples)
-    mean_x, mean_y = (n - 1) / 2, sum(samples) / n
+    steady = samples[window:]
+    n = len(steady)
+    mean_x, mean_y = (n - 1) / 2, sum(steady) / max(n, 1)
     spread = sum((x - mean_x) ** 2 for x in range(n)) or 1.0
-    slope = sum((x - mean_x) * (y - mean_y) for x, y in enumerate(samples)) / spread
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in enumerate(steady)) / spread
     return {
         "max_mib": max(samples),
         "first_10s_mib": round(first, 1),
         "last_10s_mib": round(last, 1),
         "last_minus_first_mib": round(last - first, 1),
-        "slope_mib_per_min": round(slope * 60, 2),
+        "steady_slope_mib_per_min": round(slope * 60, 2),
     }
 
 

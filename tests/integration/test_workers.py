@@ -245,3 +245,50 @@ def test_workers_that_cannot_start_stop_the_supervisor_with_their_exit_code(brok
     assert code == 2, log
     assert "configuration error" in log and "failed before serving (exit code 2)" in log
     assert "died" not in log  # not restarted: it would fail the same way again
+
+
+def _children(pid: int) -> list[str]:
+    """Command lines of ``pid``'s child processes."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append((stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+    return found
+
+
+@pytest.mark.slow
+async def test_two_workers_share_one_embedded_broker_and_one_archive_consumer(tmp_path: Path):
+    consumed = tmp_path / "consumed"
+    process, url = serve_process(
+        "embedded",
+        "--workers",
+        "2",
+        routing__archive_root=str(tmp_path / "archive"),
+        consumers__archive__target__directory=str(consumed),
+    )
+    try:
+        await asyncio.to_thread(wait_until_both_listen, url, process)
+        load = await post_events(url, (run_event() for _ in range(200)), concurrency=16)
+        children = _children(process.pid)
+        deadline = time.monotonic() + 60
+        while set(archive_run_ids(consumed)) != set(load.acknowledged):
+            assert time.monotonic() < deadline, "the consumer did not write every event"
+            await asyncio.sleep(0.5)
+        process.send_signal(signal.SIGTERM)
+        exit_code = await asyncio.to_thread(process.wait, 60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    log = process.log()
+    figures = report(
+        "two_workers_embedded_broker_archive_consumer",
+        sent=load.sent,
+        **compare(load.acknowledged, archive_run_ids(consumed)),
+    )
+    assert load.statuses == {200: 200}
+    assert sum("tansu" in command for command in children) == 1
+    assert log.count("embedded Kafka-protocol broker (Tansu) on") == 1
+    assert log.count("consumer archive: openlineage.events → archive") == 1
+    assert figures["lost"] == 0 and figures["duplicates"] == 0
+    assert exit_code == 0, log
