@@ -19,7 +19,7 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from proxy.destinations.kafka import event_headers
+from proxy.destinations.kafka import KafkaProducer, event_headers
 from proxy.destinations.kafka_spool import spool_directory
 from proxy.destinations.spool import Spool
 from proxy.embedded_broker import EmbeddedBroker, free_port
@@ -168,6 +168,9 @@ async def test_sigkilled_worker_is_replaced_and_its_spooled_events_reach_kafka(t
         "2",
         kafka__topic=topic,
         kafka__spool__after_seconds="0.5",
+        # Creating topics would wait for the absent broker at every worker start; the
+        # test creates its topic once the broker is up.
+        kafka__create_topics="false",
         server__run_consumers="[]",
     )
     try:
@@ -179,6 +182,9 @@ async def test_sigkilled_worker_is_replaced_and_its_spooled_events_reach_kafka(t
         os.kill(int(killed_pid), signal.SIGKILL)
         wait_for(lambda: worker_pids(url).get("1") not in (None, killed_pid), 60, process)
         with EmbeddedBroker(port) as broker:
+            KafkaProducer({"bootstrap.servers": broker.bootstrap_servers}).ensure_topics(
+                {topic: (3, 1)}
+            )
             wait_for(
                 lambda: (
                     set(by_worker(samples(url, "lineage_proxy_spool_events")).values()) == {0.0}
