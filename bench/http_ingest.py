@@ -354,6 +354,17 @@ def tree_memory_mib(pid: int, field: str) -> float:
     return round(total / 1024, 1)
 
 
+def wrk_figures(stats: dict[str, Any]) -> dict[str, Any]:
+    """Single events/s, p50/p99 and failures from :func:`run_wrk`'s summary."""
+    return {
+        "events_per_s": round(stats["requests"] / (stats["duration_us"] / 1e6), 1),
+        "p50_ms": round(stats["p50_us"] / 1000, 3),
+        "p99_ms": round(stats["p99_us"] / 1000, 3),
+        "non_2xx": stats["non_2xx"],
+        "socket_errors": stats["socket_errors"],
+    }
+
+
 def serve_under_load(
     name: str,
     command: list[str],
@@ -397,15 +408,10 @@ def serve_under_load(
         stop.set()
         process.terminate()
         process.wait(timeout=60)
-    requests_per_s = stats["requests"] / (stats["duration_us"] / 1e6)
     result = {
-        "events_per_s": round(requests_per_s, 1),
-        "p50_ms": round(stats["p50_us"] / 1000, 3),
-        "p99_ms": round(stats["p99_us"] / 1000, 3),
+        **wrk_figures(stats),
         "peak_rss_mib_sum": peak,
         "processes": processes,
-        "non_2xx": stats["non_2xx"],
-        "socket_errors": stats["socket_errors"],
         "exit_code": process.returncode,
     }
     if rss_every is not None:
