@@ -15,9 +15,10 @@ Signals: SIGTERM or SIGINT → every worker drains as a single proxy does (in-fl
 requests answered, Kafka flushed) and exits; then the consumers stop; exit 0 when every
 worker stopped cleanly. SIGHUP is passed to every worker (rules reload). A worker that
 dies after it was serving is restarted in its slot, after a pause that grows while it
-keeps dying (1 s up to 30 s); the new one drains its predecessor's spool. A worker that
-fails before it serves (a broken rules file) would fail again: everything stops and the
-supervisor exits with the worker's code. Workers stop by themselves when the supervisor
+keeps dying (1 s up to 30 s); the new one drains its predecessor's spool (a replacement
+that cannot start is retried the same way while the others serve). A worker that fails
+at start-up (a broken rules file) would fail again: everything stops and the supervisor
+exits with the worker's code. Workers stop by themselves when the supervisor
 is gone.
 """
 
@@ -73,9 +74,16 @@ async def supervise(config: ProxyConfig, count: int) -> int:
     loop.add_signal_handler(signal.SIGHUP, pool.signal_all, signal.SIGHUP)
     try:
         async with contextlib.AsyncExitStack() as running:
-            # Exits run in reverse: the workers stop first, then the consumers deliver
-            # what is left.
-            if server.run_consumers:
+            workers = asyncio.create_task(pool.run(), name="workers")
+            # The consumers start once every worker serves: the workers create the topics,
+            # and a consumer subscribed to a topic that does not exist yet would only see
+            # it at its next metadata refresh (minutes).
+            serving = asyncio.create_task(pool.serving.wait())
+            await asyncio.wait([workers, serving], return_when=asyncio.FIRST_COMPLETED)
+            serving.cancel()
+            # Exits run in reverse: the workers stop first (awaited below), then the
+            # consumers deliver what is left.
+            if server.run_consumers and not workers.done():
                 from consumers.run import running_daemons
 
                 await running.enter_async_context(
@@ -89,7 +97,7 @@ async def supervise(config: ProxyConfig, count: int) -> int:
                 config.kafka.bootstrap_servers,
                 config.kafka.topic,
             )
-            return await pool.run()
+            return await workers
     finally:
         for sock in reserved:
             sock.close()
@@ -124,6 +132,8 @@ class _Worker:
     process: BaseProcess
     # The supervisor's end of the pipe to the worker: "ready", or end-of-file at its exit.
     connection: Connection
+    # Set once it said "ready": its signal handlers are in place from then on.
+    serving: bool = False
 
 
 class _Pool:
@@ -133,6 +143,8 @@ class _Pool:
         self._config = config
         self._count = count
         self.stop = asyncio.Event()
+        # Set once the first worker of every slot serves.
+        self.serving = asyncio.Event()
         self._workers: dict[int, _Worker] = {}
         # Exit code of a worker that failed before it served: ends the whole run.
         self._fatal: int | None = None
@@ -155,7 +167,12 @@ class _Pool:
         return EXIT_FAILED if self._unclean else 0
 
     def signal_all(self, sig: signal.Signals) -> None:
+        """Send ``sig`` to every live worker; SIGHUP only to those serving (to one still
+        starting, without its handler yet, SIGHUP would be fatal — it reads the rules
+        file as it starts anyway)."""
         for worker in self._workers.values():
+            if sig == signal.SIGHUP and not worker.serving:
+                continue
             if worker.process.pid is not None and worker.process.exitcode is None:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(worker.process.pid, sig)
@@ -163,36 +180,49 @@ class _Pool:
     async def _keep(self, slot: WorkerSlot) -> None:
         """Run the slot's worker, restart it when it dies, until the pool stops."""
         pause = _FIRST_PAUSE
+        started_once = False
         while not self.stop.is_set():
             worker = self._start(slot)
             if not await _became_ready(worker):
                 await self._stopped(worker, served=False)
-                if not self.stop.is_set():
-                    code = worker.process.exitcode
+                if self.stop.is_set():
+                    return
+                code = worker.process.exitcode
+                if not started_once:
+                    # At start-up every worker would fail alike (a broken rules file).
                     log.error(
-                        "worker %d failed before serving (exit code %s); stopping", slot.index, code
+                        "worker %d failed to start (exit code %s); stopping", slot.index, code
                     )
                     self._fatal = code if code is not None and code > 0 else EXIT_FAILED
                     self.stop.set()
-                return
-            served_from = time.monotonic()
-            exited = asyncio.create_task(_exited(worker.process))
-            stopping = asyncio.create_task(self.stop.wait())
-            await asyncio.wait([exited, stopping], return_when=asyncio.FIRST_COMPLETED)
-            stopping.cancel()
-            if self.stop.is_set():
-                exited.cancel()
-                await self._stopped(worker, served=True)
-                return
-            if time.monotonic() - served_from > _STABLE_SECONDS:
-                pause = _FIRST_PAUSE
-            log.error(
-                "worker %d (pid %s) died (exit code %s); starting a new one in %.0f s",
-                slot.index,
-                worker.process.pid,
-                worker.process.exitcode,
-                pause,
-            )
+                    return
+                # A replacement that cannot start (the rules file broke since): the
+                # other workers keep serving; try again.
+                log.error("worker %d failed to start again (exit code %s)", slot.index, code)
+            else:
+                started_once = worker.serving = True
+                if len(self._workers) == self._count and all(
+                    w.serving for w in self._workers.values()
+                ):
+                    self.serving.set()
+                served_from = time.monotonic()
+                exited = asyncio.create_task(_exited(worker.process))
+                stopping = asyncio.create_task(self.stop.wait())
+                await asyncio.wait([exited, stopping], return_when=asyncio.FIRST_COMPLETED)
+                stopping.cancel()
+                if self.stop.is_set():
+                    exited.cancel()
+                    await self._stopped(worker, served=True)
+                    return
+                if time.monotonic() - served_from > _STABLE_SECONDS:
+                    pause = _FIRST_PAUSE
+                log.error(
+                    "worker %d (pid %s) died (exit code %s)",
+                    slot.index,
+                    worker.process.pid,
+                    worker.process.exitcode,
+                )
+            log.info("starting a new worker %d in %.0f s", slot.index, pause)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.stop.wait(), pause)
             pause = min(pause * 2, _MAX_PAUSE)
