@@ -22,6 +22,7 @@ from proxy.destinations.config import (
 from proxy.destinations.http.targets import HttpTargetConfig
 from proxy.destinations.retry_config import BreakerConfig, RetryConfig
 from proxy.strict import StrictModel
+from proxy.tls import TlsConfig
 
 __all__ = [
     "BreakerConfig",
@@ -109,6 +110,8 @@ class ConsumerConfig(StrictModel):
     # /metrics and /healthz of this daemon; null: no status server.
     status_host: str = "127.0.0.1"
     status_port: Annotated[int, Field(ge=0, le=65535)] | None = None
+    # HTTPS on the status port, the same keys as server.tls; null: plain HTTP.
+    status_tls: TlsConfig | None = None
 
     @field_validator("target")
     @classmethod
@@ -126,9 +129,11 @@ class ConsumerConfig(StrictModel):
         return target.model_copy(update={"retry": retry.until_delivered()})
 
     def with_paths_under(self, base: Path) -> ConsumerConfig:
-        """Relative file paths (dedupe journal, archive directory) resolved against the
-        config file's folder."""
+        """Relative file paths (dedupe journal, archive directory, status TLS files)
+        resolved against the config file's folder."""
         config = self
+        if config.status_tls is not None:
+            config = config.model_copy(update={"status_tls": config.status_tls.under(base)})
         journal = config.dedupe.journal
         if journal is not None and not journal.is_absolute():
             dedupe = config.dedupe.model_copy(update={"journal": base / journal})

@@ -188,7 +188,7 @@ class _Progress:
             f"replay: {day.isoformat()}  sent {result.sent}  failed {result.failed}  "
             f"{count / elapsed:.0f}/s"
         )
-        if 0 < done < 1:
+        if 0 < done < 1 - 1e-9:  # the shares' float sum may end a hair under 1
             line += f"  ETA {_duration(elapsed * (1 - done) / done)}"
         self.stream.write(f"\r{line}  " if self.terminal else f"{line}\n")
         self.stream.flush()

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from proxy import __version__
 from proxy.config import ConfigError, ProxyConfig, ServerConfig, load_config
 from proxy.logs import setup_logging
+from proxy.tap.client import add_tap_arguments, run_tap
 
 if TYPE_CHECKING:
     from routing_rules.dry_run import DryRun
@@ -64,6 +65,19 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         return run_server(config)
     except CannotListen as exc:
         raise UsageError(str(exc)) from None
+
+
+def _cmd_hash_token(args: argparse.Namespace) -> int:
+    import getpass
+
+    from proxy.auth import token_digest
+
+    # From a terminal without echo; stripped as the proxy strips the Authorization header's.
+    token = (getpass.getpass("token: ") if sys.stdin.isatty() else sys.stdin.read()).strip()
+    if not token:
+        raise UsageError("no token on stdin")
+    print(token_digest(token).hex())
+    return EXIT_OK
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
@@ -359,8 +373,22 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--config", type=Path, help="config with validation settings")
     validate.add_argument("--strict", action="store_true", help="reject facets of unknown schema")
     validate.set_defaults(func=_cmd_validate)
+    hash_token = commands.add_parser(
+        "hash-token",
+        help="print the SHA-256 of the token read from stdin (for auth.tokens[].token_sha256)",
+    )
+    hash_token.set_defaults(func=_cmd_hash_token)
     _add_rules_commands(commands)
     _add_spark_commands(commands)
+    tap = commands.add_parser(
+        "tap",
+        help="watch accepted events as they pass through a running proxy",
+        description="Prints one line per event the proxy accepted, with the rules that "
+        "matched and the destinations it went to. Exit 0 at --limit or Ctrl-C, 1 when the "
+        "proxy cannot be reached or refuses, 2 on a usage error.",
+    )
+    add_tap_arguments(tap)
+    tap.set_defaults(func=run_tap)
     return parser
 
 

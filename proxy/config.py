@@ -19,6 +19,7 @@ from consumers.config import ConsumerConfig
 from proxy.auth import AuthConfig, TokenConfig
 from proxy.destinations.config import KafkaConfig, SpoolConfig
 from proxy.strict import StrictModel
+from proxy.tls import TlsConfig
 from proxy.validation.repairs import REPAIR_NAMES, RepairName
 from proxy.yaml_source import (
     ConfigError,
@@ -39,6 +40,7 @@ __all__ = [
     "RoutingConfig",
     "ServerConfig",
     "SpoolConfig",
+    "TlsConfig",
     "TokenConfig",
     "ValidationConfig",
     "load_config",
@@ -51,6 +53,9 @@ MiB = 1024 * 1024
 class ServerConfig(StrictModel):
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65535)] = 5000
+    # HTTPS on the listener (proxy/tls.py); null: plain HTTP. The files are re-read on
+    # SIGHUP and when they change.
+    tls: TlsConfig | None = None
     max_body_bytes: Annotated[int, Field(gt=0)] = 5 * MiB
     # gzip bodies: limits on what they inflate to, absolute and as a ratio (gzip bombs).
     max_decompressed_bytes: Annotated[int, Field(gt=0)] = 50 * MiB
@@ -74,6 +79,12 @@ class ServerConfig(StrictModel):
     # Open connections at most; beyond it a new connection gets 503 and is closed.
     # Lowered at start to what the process's open-file limit allows.
     max_connections: Annotated[int, Field(gt=0)] = 10_000
+    # The status page (GET / and /ui) and its JSON (GET /api/v1/status); when auth is on,
+    # the JSON needs a valid token. false: none of the three routes exist.
+    status_page: bool = True
+    # The live tap of accepted events (GET /api/v1/tap, `lineage-proxy tap`); with auth on,
+    # a token sees its namespaces only. false: the route does not exist.
+    tap: bool = True
     # Worker processes serving the port together (SO_REUSEPORT), each with its own event
     # loop and Kafka producer; "auto": one per CPU core. max_connections is per worker.
     workers: Annotated[int, Field(ge=1, le=256)] | Literal["auto"] = 1
@@ -190,6 +201,9 @@ def _resolve_relative_paths(config: ProxyConfig, base: Path) -> ProxyConfig:
     if extra is not None and not extra.is_absolute():
         validation = config.validation.model_copy(update={"extra_schema_dir": base / extra})
         config = config.model_copy(update={"validation": validation})
+    if config.server.tls is not None:
+        server = config.server.model_copy(update={"tls": config.server.tls.under(base)})
+        config = config.model_copy(update={"server": server})
     consumers = {name: c.with_paths_under(base) for name, c in config.consumers.items()}
     config = config.model_copy(update={"consumers": consumers})
     spool = config.kafka.spool

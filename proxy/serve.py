@@ -24,9 +24,10 @@ from proxy.config import ProxyConfig
 from proxy.connections import GuardedSite
 from proxy.embedded_broker import EmbeddedBroker
 from proxy.lineage_endpoints import CONFIG
+from proxy.tls import ReloadableTls
 from proxy.worker_metrics import WorkerSlot
 
-__all__ = ["CannotListen", "run_server", "serve_until_signalled", "serving"]
+__all__ = ["CannotListen", "listener_tls", "run_server", "serve_until_signalled", "serving"]
 
 log = logging.getLogger(__name__)
 
@@ -47,23 +48,30 @@ class CannotListen(Exception):
 
 
 @contextlib.asynccontextmanager
-async def serving(app: web.Application) -> AsyncIterator[int]:
-    """Listen on ``server.host``/``server.port`` (0: any free port, yielded) until exit,
-    then stop accepting, let in-flight requests finish and run the app's cleanup."""
+async def serving(app: web.Application, tls: ReloadableTls | None = None) -> AsyncIterator[int]:
+    """Listen on ``server.host``/``server.port`` (0: any free port, yielded; over TLS with
+    ``tls``, its files watched) until exit, then stop accepting, let in-flight requests
+    finish and run the app's cleanup."""
     server = app[CONFIG].server
     runner = web.AppRunner(app, handle_signals=False, **server_options(app))
     await runner.setup()
     try:
         app[CONNECTIONS].apply_fd_limit()
-        # Workers of `serve --workers N` share the port; a single process owns it alone.
         site = GuardedSite(
-            runner, app[CONNECTIONS], server.host, server.port, reuse_port=WORKER in app
+            runner,
+            app[CONNECTIONS],
+            server.host,
+            server.port,
+            ssl_context=tls.context if tls else None,
+            # Workers of `serve --workers N` share the port; a single process owns it alone.
+            reuse_port=WORKER in app,
         )
         try:
             await site.start()
         except OSError as exc:
             raise CannotListen(server.host, server.port, exc) from None
-        yield site.port
+        async with tls.watching() if tls else contextlib.nullcontext():
+            yield site.port
     finally:
         await runner.cleanup()
 
@@ -76,6 +84,11 @@ def _raise_open_file_limit() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
+def listener_tls(config: ProxyConfig) -> ReloadableTls | None:
+    """``server.tls`` loaded (a file that does not load fails here, naming it), or None."""
+    return ReloadableTls(config.server.tls, "server.tls") if config.server.tls else None
+
+
 async def serve_until_signalled(
     config: ProxyConfig,
     worker: WorkerSlot | None = None,
@@ -83,6 +96,7 @@ async def serve_until_signalled(
 ) -> None:
     """Serve until SIGTERM/SIGINT, then drain. As a worker (``worker`` given) the
     consumer daemons are left to the supervisor, which runs them once."""
+    tls = listener_tls(config)
     app = create_app(config, worker)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -97,16 +111,18 @@ async def serve_until_signalled(
             await running.enter_async_context(
                 running_daemons(config.consumers, config.kafka, config.server.run_consumers)
             )
-        port = await running.enter_async_context(serving(app))
+        port = await running.enter_async_context(serving(app, tls))
         log.info(
-            "lineage-proxy listening on http://%s:%d (Kafka %s, topic %s)",
+            "lineage-proxy listening on %s://%s:%d (Kafka %s, topic %s)",
+            "https" if tls else "http",
             config.server.host,
             port,
             config.kafka.bootstrap_servers,
             config.kafka.topic,
         )
-        # SIGHUP re-reads the rules file; a broken one is refused and the old rules stay.
-        loop.add_signal_handler(signal.SIGHUP, app[RULES].request_reload)
+        # SIGHUP re-reads the rules file and the TLS certificate; a broken one is refused
+        # and the old one stays.
+        loop.add_signal_handler(signal.SIGHUP, _reload, app, tls)
         if on_ready is not None:
             on_ready()
         await stop.wait()
@@ -116,6 +132,12 @@ async def serve_until_signalled(
             config.server.shutdown_timeout_seconds,
         )
     log.info("stopped")
+
+
+def _reload(app: web.Application, tls: ReloadableTls | None) -> None:
+    app[RULES].request_reload()
+    if tls is not None:
+        tls.request_reload()
 
 
 def run_server(config: ProxyConfig) -> int:

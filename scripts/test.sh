@@ -4,6 +4,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/venv.sh dev,spark
+# The status page is tested in a real headless browser (Debian's chromium), installed here
+# when missing and we are root; without it that test fails and says how to get it.
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" -eq 0 ]; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) \
+    >/dev/null 2>&1 || echo "test.sh: could not install chromium (apt-get install chromium)" >&2
+fi
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 # Types ([tool.mypy] in pyproject.toml); a warm cache makes this about a second.

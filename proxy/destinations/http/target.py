@@ -66,7 +66,7 @@ class BearerAuth(StrictModel):
 
     @model_validator(mode="after")
     def _one_source(self) -> BearerAuth:
-        check_one_source(self.token, self.token_env, "token or token_env")
+        check_one_source("token or token_env", self.token, self.token_env)
         return self
 
     def header(self) -> str:
@@ -81,7 +81,7 @@ class BasicAuth(StrictModel):
 
     @model_validator(mode="after")
     def _one_source(self) -> BasicAuth:
-        check_one_source(self.password, self.password_env, "password or password_env")
+        check_one_source("password or password_env", self.password, self.password_env)
         return self
 
     def header(self) -> str:
