@@ -90,8 +90,9 @@ async def supervise(config: ProxyConfig, count: int) -> int:
                     running_daemons(config.consumers, config.kafka, server.run_consumers)
                 )
             log.info(
-                "lineage-proxy: %d workers on http://%s:%d (Kafka %s, topic %s)",
+                "lineage-proxy: %d workers on %s://%s:%d (Kafka %s, topic %s)",
                 count,
+                "https" if server.tls else "http",
                 server.host,
                 port,
                 config.kafka.bootstrap_servers,
