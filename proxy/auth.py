@@ -43,9 +43,11 @@ _SHA256_HEX = re.compile(r"[0-9a-fA-F]{64}")
 
 
 class TokenConfig(StrictModel):
+    # Who the token belongs to: named in logs and metrics, never the token itself.
     name: str
     # The secret itself, or the name of an environment variable holding it.
     token: SecretStr | None = None
+    # Name of an environment variable holding the token (instead of token).
     token_env: str | None = None
     # Or its SHA-256 as 64 hex digits (`lineage-proxy hash-token`): config holds no secret.
     token_sha256: str | None = None
@@ -94,7 +96,10 @@ class TokenConfig(StrictModel):
 
 
 class AuthConfig(StrictModel):
+    # Require Authorization: Bearer <token> on the lineage endpoints (401/403
+    # otherwise).
     enabled: bool = False
+    # The accepted tokens and what each may post.
     tokens: list[TokenConfig] = Field(default_factory=list)
 
     @model_validator(mode="after")

@@ -53,6 +53,7 @@ def _with_server_option(config: ProxyConfig, key: str, value: str | int) -> Prox
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
+    from proxy.embedded_broker import EmbeddedBrokerMissing
     from proxy.serve import CannotListen, run_server
 
     config = _config(args)
@@ -63,7 +64,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         config = _with_server_option(config, "workers", workers)
     try:
         return run_server(config)
-    except CannotListen as exc:
+    except (CannotListen, EmbeddedBrokerMissing) as exc:
         raise UsageError(str(exc)) from None
 
 
@@ -290,6 +291,51 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     return EXIT_INVALID if result.failed else EXIT_OK
 
 
+def _cmd_schema(args: argparse.Namespace) -> int:
+    from proxy.config_reference import json_schema
+
+    print(json_schema(args.document))
+    return EXIT_OK
+
+
+def _cmd_config_reference(args: argparse.Namespace) -> int:
+    from proxy.config_reference import config_reference
+
+    sys.stdout.write(config_reference())
+    return EXIT_OK
+
+
+def _cmd_completion(args: argparse.Namespace) -> int:
+    from proxy.completion import completion_script
+
+    sys.stdout.write(completion_script(args.shell, build_parser()))
+    return EXIT_OK
+
+
+def _add_shell_and_editor_commands(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
+    from proxy.completion import SHELLS
+
+    completion = commands.add_parser(
+        "completion",
+        help="print a shell completion script, e.g. source <(lineage-proxy completion bash)",
+    )
+    completion.add_argument("shell", choices=SHELLS)
+    completion.set_defaults(func=_cmd_completion)
+    schema = commands.add_parser(
+        "schema",
+        help="print the JSON Schema of config.yaml or of a rules file (for editors)",
+    )
+    schema.add_argument("document", choices=["config", "rules"])
+    schema.set_defaults(func=_cmd_schema)
+    reference = commands.add_parser(
+        "config-reference",
+        help="print the configuration reference (Markdown): every key, type, default",
+    )
+    reference.set_defaults(func=_cmd_config_reference)
+
+
 def _cmd_spark(args: argparse.Namespace) -> int:
     # Imported here: the proxy itself runs without PySpark.
     from spark_emitter.archive_jobs import compact, graph
@@ -379,6 +425,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     hash_token.set_defaults(func=_cmd_hash_token)
     _add_rules_commands(commands)
+    _add_shell_and_editor_commands(commands)
     _add_spark_commands(commands)
     tap = commands.add_parser(
         "tap",

@@ -51,15 +51,20 @@ MiB = 1024 * 1024
 
 
 class ServerConfig(StrictModel):
+    # Address to listen on; 0.0.0.0 for every interface (in a container).
     host: str = "127.0.0.1"
+    # Port to listen on; 0 picks a free one (logged at start).
     port: Annotated[int, Field(ge=0, le=65535)] = 5000
     # HTTPS on the listener (proxy/tls.py); null: plain HTTP. The files are re-read on
     # SIGHUP and when they change.
     tls: TlsConfig | None = None
+    # Largest request body as sent (compressed size); larger gets 413.
     max_body_bytes: Annotated[int, Field(gt=0)] = 5 * MiB
     # gzip bodies: limits on what they inflate to, absolute and as a ratio (gzip bombs).
     max_decompressed_bytes: Annotated[int, Field(gt=0)] = 50 * MiB
+    # Largest inflated:compressed ratio, judged above 1 MiB inflated (gzip bombs).
     max_gzip_ratio: Annotated[float, Field(gt=1)] = 200.0
+    # Most events in one /api/v1/lineage/batch request; more gets 413.
     max_batch_events: Annotated[int, Field(gt=0)] = 10_000
     # How long SIGTERM waits for in-flight deliveries before the process exits.
     shutdown_timeout_seconds: Annotated[float, Field(gt=0)] = 30.0
@@ -130,20 +135,29 @@ class RoutingConfig(StrictModel):
     # request path from a bounded queue; when it is full, events for them are dropped
     # and counted rather than slowing clients down.
     best_effort_queue_size: Annotated[int, Field(gt=0)] = 10_000
+    # Best-effort deliveries in flight at once.
     best_effort_concurrency: Annotated[int, Field(gt=0)] = 16
 
 
 class LoggingConfig(StrictModel):
+    # Least severe level logged (to stderr).
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    # One JSON object per line (ts, level, logger, message) instead of plain text.
     json_format: bool = False
 
 
 class ProxyConfig(StrictModel):
+    # The HTTP listener and its limits.
     server: ServerConfig = Field(default_factory=ServerConfig)
+    # The Kafka cluster, its topic and producer settings, and the outage spool.
     kafka: KafkaConfig = Field(default_factory=KafkaConfig)
+    # How events are checked against the OpenLineage spec.
     validation: ValidationConfig = Field(default_factory=ValidationConfig)
+    # Bearer tokens and the namespaces each may post for.
     auth: AuthConfig = Field(default_factory=AuthConfig)
+    # The rules file and where archive destinations write.
     routing: RoutingConfig = Field(default_factory=RoutingConfig)
+    # Log level and format.
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     # Consumer daemons by name: `lineage-proxy consume NAME` (see consumers/config.py).
     consumers: dict[str, ConsumerConfig] = Field(default_factory=dict)

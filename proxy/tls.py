@@ -42,8 +42,9 @@ _VERIFY_MODES = {
 
 
 class TlsConfig(StrictModel):
-    # PEM files: the certificate (then its intermediates) and its unencrypted private key.
+    # PEM file of the certificate, then its intermediates.
     cert_file: Path
+    # PEM file of the certificate's private key, unencrypted (protect it by permissions).
     key_file: Path
     # PEM file of the CAs whose client certificates are accepted (needs client_cert).
     client_ca_file: Path | None = None

@@ -4,11 +4,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/venv.sh dev,spark
-# The status page is tested in a real headless browser (Debian's chromium), installed here
-# when missing and we are root; without it that test fails and says how to get it.
-if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" -eq 0 ]; then
-  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) \
-    >/dev/null 2>&1 || echo "test.sh: could not install chromium (apt-get install chromium)" >&2
+# Debian packages some tests drive for real, installed here when missing and we are root:
+# chromium (the status page in a headless browser), zsh and fish (their completion scripts).
+# Without them those tests fail and say how to get them.
+missing=()
+for tool in chromium zsh fish; do command -v "$tool" >/dev/null 2>&1 || missing+=("$tool"); done
+if [ "${#missing[@]}" -gt 0 ] && [ "$(id -u)" -eq 0 ]; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}") \
+    >/dev/null 2>&1 || echo "test.sh: could not install ${missing[*]} (apt-get install ...)" >&2
 fi
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
