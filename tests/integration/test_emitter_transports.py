@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import pytest
 
 from proxy.embedded_broker import EmbeddedBroker
 from spark_emitter.config import spark_transport
 from spark_emitter.delivery import EventSender, open_client
-from tests.kafka_reader import read_all_produced_so_far
+from tests.kafka_reader import Record, read_all_produced_so_far
 from tests.unit.spark_emitter.test_delivery import lineage_event
 
 pytestmark = pytest.mark.integration
@@ -62,6 +63,6 @@ async def test_kafka_transport_produces_each_event_keyed_by_its_root_job(
     ]
 
 
-def _value(record: object) -> dict[str, object]:
-    value: dict[str, object] = json.loads(record.value)  # type: ignore[attr-defined]
+def _value(record: Record) -> dict[str, Any]:
+    value: dict[str, Any] = json.loads(record.value)
     return value
