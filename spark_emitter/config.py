@@ -13,7 +13,7 @@ directory, ``~/.openlineage``), ``OPENLINEAGE__TRANSPORT__*``, ``OPENLINEAGE_URL
 
 | setting | Spark conf | environment |
 |---|---|---|
-| transport | spark.openlineage.transport.* (below) | the client's, above |
+| transport | spark.openlineage.transport.* (``_SETTINGS``, ``_MAPS``) | the client's, above |
 | namespace | spark.openlineage.namespace | OPENLINEAGE_NAMESPACE |
 | app_name | spark.openlineage.appName | — (default: spark.app.name) |
 | parent job | spark.openlineage.parentJobNamespace / parentJobName / parentRunId | — |
