@@ -82,7 +82,9 @@ def open_client(transport: dict[str, Any] | None) -> OpenLineageClient | None:
 
 
 def client_event(event: dict[str, Any]) -> RunEvent:
-    """``event`` in the client's ``RunEvent`` envelope, its facets the same dicts."""
+    """``event`` in the client's ``RunEvent`` envelope, its facets the same dicts. What
+    the event leaves out stays out (None, which the client does not write), rather than
+    the client's defaults (``[]``, ``{}``)."""
     from openlineage.client.event_v2 import (
         InputDataset,
         Job,
@@ -92,32 +94,37 @@ def client_event(event: dict[str, Any]) -> RunEvent:
         RunState,
     )
 
-    run_facets = dict(event["run"].get("facets", {}))
-    if "parent" in run_facets:
-        run_facets["parent"] = _parent_facet(run_facets["parent"])
+    run_facets = event["run"].get("facets")
+    if run_facets and "parent" in run_facets:
+        run_facets = {**run_facets, "parent": _parent_facet(run_facets["parent"])}
     job = event["job"]
+    inputs, outputs = event.get("inputs"), event.get("outputs")
     return RunEvent(
         eventType=RunState(event["eventType"]),
         eventTime=event["eventTime"],
         run=Run(runId=event["run"]["runId"], facets=run_facets),
-        job=Job(namespace=job["namespace"], name=job["name"], facets=job.get("facets", {})),
-        inputs=[
+        job=Job(namespace=job["namespace"], name=job["name"], facets=job.get("facets")),
+        inputs=None
+        if inputs is None
+        else [
             InputDataset(
                 namespace=dataset["namespace"],
                 name=dataset["name"],
-                facets=dataset.get("facets", {}),
-                inputFacets=dataset.get("inputFacets", {}),
+                facets=dataset.get("facets"),
+                inputFacets=dataset.get("inputFacets"),
             )
-            for dataset in event.get("inputs", [])
+            for dataset in inputs
         ],
-        outputs=[
+        outputs=None
+        if outputs is None
+        else [
             OutputDataset(
                 namespace=dataset["namespace"],
                 name=dataset["name"],
-                facets=dataset.get("facets", {}),
-                outputFacets=dataset.get("outputFacets", {}),
+                facets=dataset.get("facets"),
+                outputFacets=dataset.get("outputFacets"),
             )
-            for dataset in event.get("outputs", [])
+            for dataset in outputs
         ],
         producer=event["producer"],
     )

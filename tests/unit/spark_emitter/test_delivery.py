@@ -128,6 +128,13 @@ def test_the_client_writes_our_event_as_we_built_it() -> None:
     assert json.loads(Serde.to_json(client_event(event))) == event
 
 
+def test_what_our_event_leaves_out_the_client_does_not_add() -> None:
+    event = lineage_event(event_type="START")
+    del event["inputs"], event["job"]["facets"]
+    del event["outputs"][0]["facets"], event["outputs"][0]["outputFacets"]
+    assert json.loads(Serde.to_json(client_event(event))) == event
+
+
 def test_posts_our_event_to_the_lineage_path_under_a_prefixed_url_with_bearer_key(
     endpoint: ScriptedEndpoint,
 ) -> None:
