@@ -38,13 +38,13 @@ import queue
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from spark_emitter.config import ConfigurationError
 
 if TYPE_CHECKING:
     from openlineage.client import OpenLineageClient
-    from openlineage.client.event_v2 import RunEvent
+    from openlineage.client.event_v2 import InputDataset, OutputDataset, RunEvent
     from openlineage.client.generated.parent_run import ParentRunFacet
 
 __all__ = ["DeliveryStats", "EventSender", "client_event", "open_client"]
@@ -52,6 +52,7 @@ __all__ = ["DeliveryStats", "EventSender", "client_event", "open_client"]
 log = logging.getLogger(__name__)
 
 _STOP = object()
+_Dataset = TypeVar("_Dataset", "InputDataset", "OutputDataset")
 
 
 def open_client(transport: dict[str, Any] | None) -> OpenLineageClient | None:
@@ -98,36 +99,32 @@ def client_event(event: dict[str, Any]) -> RunEvent:
     if run_facets and "parent" in run_facets:
         run_facets = {**run_facets, "parent": _parent_facet(run_facets["parent"])}
     job = event["job"]
-    inputs, outputs = event.get("inputs"), event.get("outputs")
     return RunEvent(
         eventType=RunState(event["eventType"]),
         eventTime=event["eventTime"],
         run=Run(runId=event["run"]["runId"], facets=run_facets),
         job=Job(namespace=job["namespace"], name=job["name"], facets=job.get("facets")),
-        inputs=None
-        if inputs is None
-        else [
-            InputDataset(
-                namespace=dataset["namespace"],
-                name=dataset["name"],
-                facets=dataset.get("facets"),
-                inputFacets=dataset.get("inputFacets"),
-            )
-            for dataset in inputs
-        ],
-        outputs=None
-        if outputs is None
-        else [
-            OutputDataset(
-                namespace=dataset["namespace"],
-                name=dataset["name"],
-                facets=dataset.get("facets"),
-                outputFacets=dataset.get("outputFacets"),
-            )
-            for dataset in outputs
-        ],
+        inputs=_datasets(InputDataset, event.get("inputs"), "inputFacets"),
+        outputs=_datasets(OutputDataset, event.get("outputs"), "outputFacets"),
         producer=event["producer"],
     )
+
+
+def _datasets(
+    kind: type[_Dataset], datasets: list[dict[str, Any]] | None, own: str
+) -> list[_Dataset] | None:
+    """The client's input or output datasets; ``own`` names their own facets' key."""
+    if datasets is None:
+        return None
+    return [
+        kind(
+            namespace=dataset["namespace"],
+            name=dataset["name"],
+            facets=dataset.get("facets"),
+            **{own: dataset.get(own)},
+        )
+        for dataset in datasets
+    ]
 
 
 def _parent_facet(facet: dict[str, Any]) -> ParentRunFacet:
