@@ -33,7 +33,8 @@ from proxy.metrics import ProxyMetrics
 from proxy.openlineage import EventKind, event_kind, subject_name
 from proxy.openlineage.rejected import rejected_envelope
 from proxy.openlineage.repaired import Repair, RepairedEvent
-from proxy.router import Route, Router
+from proxy.router import Route, Router, Trace
+from proxy.tap.hub import TapHub
 from proxy.validation import EventValidator
 from proxy.validation.repairs import EventRepairer, validate_or_repair
 
@@ -131,8 +132,10 @@ class EventPipeline:
         metrics: ProxyMetrics,
         best_effort: BestEffortQueue,
         repairer: EventRepairer,
+        tap: TapHub | None = None,
     ) -> None:
         self.validator = validator
+        self.tap = tap if tap is not None else TapHub()
         self.repairer = repairer
         self.router = router
         self.metrics = metrics
@@ -193,8 +196,13 @@ class EventPipeline:
         outcomes: list[bool | DeliveryError] = [False] * len(events)
         routed: list[tuple[dict[str, Any], bytes]] = []
         by_destination: dict[Destination, list[int]] = {}
+        # Tracing which rules matched is only paid for while someone watches the tap.
+        traced: list[tuple[Route[Destination], Trace]] | None = [] if self.tap.listening else None
         for index, event in enumerate(events):
-            route = self.router.route(event)
+            trace = Trace() if traced is not None else None
+            route = self.router.route(event, trace)
+            if traced is not None and trace is not None:
+                traced.append((route, trace))
             routed.append((route.event, b""))
             if not route.destinations:
                 continue
@@ -224,8 +232,10 @@ class EventPipeline:
                 self._in_flight -= len(events)
             for (destination, indexes), result in zip(by_destination.items(), results, strict=True):
                 self._merge(destination, indexes, result, outcomes)
-        for event, outcome in zip(events, outcomes, strict=True):
+        for index, (event, outcome) in enumerate(zip(events, outcomes, strict=True)):
             if not isinstance(outcome, DeliveryError):
+                if traced is not None:
+                    self.tap.publish(event, *traced[index])
                 kind = event_kind(event)
                 self._accepted(kind.value if kind else "unknown").inc()
         return outcomes

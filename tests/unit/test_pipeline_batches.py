@@ -12,7 +12,7 @@ from proxy.metrics import ProxyMetrics
 from proxy.pipeline import BestEffortQueue, EventPipeline
 from proxy.validation import EventValidator
 from proxy.validation.repairs import EventRepairer
-from routing_rules.ruleset import Route
+from routing_rules.ruleset import Route, Trace
 from tests.sample_events import run_event
 
 
@@ -60,7 +60,7 @@ class RouterDouble:
     def __init__(self, *destinations: Any) -> None:
         self.destinations: tuple[Destination, ...] = destinations
 
-    def route(self, event: dict[str, Any]) -> Route[Destination]:
+    def route(self, event: dict[str, Any], trace: Trace | None = None) -> Route[Destination]:
         return Route(event, self.destinations)
 
     def route_rejected(self, envelope: dict[str, Any]) -> Route[Destination]:
