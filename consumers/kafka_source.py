@@ -15,6 +15,7 @@ stays in the group).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import queue
 import threading
@@ -131,7 +132,14 @@ class KafkaSource:
         self._loop = asyncio.get_running_loop()
         self._stopped = self._loop.create_future()
         self._fetching.set()
-        self._thread = threading.Thread(target=self._run, name="kafka-consume", daemon=True)
+        # The thread runs in a copy of the starter's context: its log lines (and the
+        # callbacks it hands to the loop) keep the daemon's log context fields.
+        self._thread = threading.Thread(
+            target=contextvars.copy_context().run,
+            args=(self._run,),
+            name="kafka-consume",
+            daemon=True,
+        )
         self._thread.start()
 
     def stop_fetching(self) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 from aiohttp import web
 
+from proxy import request_ids
 from proxy.auth import Authenticator
 from proxy.client_faults import CLIENT_FAULTS, ClientFaults, ServerLog
 from proxy.config import ProxyConfig
@@ -74,6 +75,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 @web.middleware
 async def _errors_and_metrics(request: web.Request, handler: Handler) -> web.StreamResponse:
     endpoint = request.match_info.route.name or "other"
+    request_id, bound = request_ids.bind(request)
     try:
         response = await handler(request)
     except ClientFault as exc:
@@ -97,6 +99,9 @@ async def _errors_and_metrics(request: web.Request, handler: Handler) -> web.Str
         response = error_response(
             500, "internal error; the event was not stored", reason="internal_error"
         )
+    finally:
+        request_ids.release(bound)
+    response.headers[request_ids.HEADER] = request_id
     request.app[METRICS].requests.labels(endpoint, str(response.status)).inc()
     return response
 

@@ -5,7 +5,7 @@ HTTP is not a fault of the proxy: it must show as ``client_errors_total{kind}``,
 as a 500, and thousands of them must cost the log one line per kind every
 ``interval`` seconds, not a traceback each. Requests the proxy refuses (400, 401, 403,
 413 ...) are logged the same way, per reason, so an operator can see who is refused and
-why — the pointer and the reason, never the payload or the token.
+why — the request id, the pointer and the reason, never the payload or the token.
 """
 
 from __future__ import annotations
@@ -19,14 +19,12 @@ from typing import Any
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
+from proxy.logs import REQUEST_ID
 from proxy.metrics import ProxyMetrics
 
 __all__ = ["CLIENT_FAULTS", "ClientFaults", "ServerLog"]
 
 log = logging.getLogger(__name__)
-
-# The header a client or a gateway in front may send to tie our log line to its request.
-_REQUEST_ID = "X-Request-Id"
 
 
 class ClientFaults:
@@ -64,9 +62,7 @@ class ClientFaults:
             status,
             reason,
             request.remote or "?",
-            f" request id {request.headers[_REQUEST_ID]!r}"
-            if _REQUEST_ID in request.headers
-            else "",
+            f" request id {request_id!r}" if (request_id := REQUEST_ID.get()) else "",
             error,
             where,
         )

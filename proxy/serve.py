@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from proxy.app import CONNECTIONS, RULES, create_app, server_options
+from proxy.app import CONNECTIONS, METRICS, RULES, create_app, server_options
 from proxy.config import ProxyConfig
 from proxy.connections import GuardedSite
 from proxy.embedded_broker import EmbeddedBroker
@@ -83,7 +83,12 @@ async def _serve(config: ProxyConfig) -> None:
             from consumers.run import running_daemons
 
             await running.enter_async_context(
-                running_daemons(config.consumers, config.kafka, config.server.run_consumers)
+                running_daemons(
+                    config.consumers,
+                    config.kafka,
+                    config.server.run_consumers,
+                    app[METRICS].registry,
+                )
             )
         port = await running.enter_async_context(serving(app))
         log.info(

@@ -43,13 +43,16 @@ _SERIES_SUFFIXES = {
     "gauge": ("",),
     "histogram": ("_bucket", "_sum", "_count", "_created"),
     "summary": ("", "_sum", "_count", "_created"),
+    "info": ("_info",),
 }
 
 
 def exported_series() -> set[str]:
     """Every series name /metrics of the proxy or of a consumer daemon can show."""
     proxy = ProxyMetrics()
-    proxy.registry.register(RoutingStats())  # as proxy/app.py does at start
+    stats = RoutingStats()
+    stats.loaded(True)  # as proxy/app.py registers it and the rules' first load marks it
+    proxy.registry.register(stats)
     proxy.registry.register(SpoolMetrics(list))
     names = set()
     for registry in (proxy.registry, ConsumerMetrics("any").registry):
