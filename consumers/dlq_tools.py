@@ -15,6 +15,7 @@ operator can note what was done; re-driving twice sends twice.
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -36,6 +37,7 @@ __all__ = [
     "SelectionError",
     "parse_record_id",
     "read_dead_letters",
+    "reader_settings",
     "redrive",
     "source_topic_of",
 ]
@@ -94,7 +96,7 @@ class DeadLetter:
             "id": self.id,
             "partition": self.partition,
             "offset": self.offset,
-            "time": self.timestamp.isoformat() if self.timestamp else None,
+            "time": self.timestamp.isoformat(timespec="milliseconds") if self.timestamp else None,
             "key": self.key,
             "consumer": self.consumer,
             "reason": self.reason,
@@ -185,70 +187,63 @@ class Selection:
         return found[0]
 
 
+def reader_settings(kafka: KafkaConfig) -> dict[str, Any]:
+    """librdkafka settings of the reader: the cluster's connection and security settings
+    (``kafka.producer``, as every client of the cluster takes them), and a reader that
+    leaves no trace."""
+    return {
+        **connection_settings(kafka.bootstrap_servers, kafka.producer),
+        # Assigned partitions only: the group is never joined, nothing is committed.
+        "group.id": "lineage-proxy.dlq-tools",
+        "enable.auto.commit": False,
+        "allow.auto.create.topics": False,
+        # The end of a partition is where a fetch says it is: a watermark asked for
+        # separately may be older than what a fetch from the start returns.
+        "enable.partition.eof": True,
+    }
+
+
 def read_dead_letters(kafka: KafkaConfig, topic: str) -> list[DeadLetter]:
-    """Blocking: every record of ``topic`` up to each partition's end at the time of the
-    call, ordered by time (then partition, offset). ConfigError if there is no such topic."""
-    consumer = Consumer(
-        {
-            **connection_settings(kafka.bootstrap_servers, kafka.producer),
-            # Assigned partitions only: the group is never joined, nothing is committed.
-            "group.id": "lineage-proxy.dlq-tools",
-            "enable.auto.commit": False,
-            "allow.auto.create.topics": False,
-            "enable.partition.eof": True,
-        }
-    )
+    """Blocking: every record of ``topic`` up to each partition's end when it is reached,
+    ordered by time (then partition, offset). ConfigError if there is no such topic."""
+    consumer = Consumer(reader_settings(kafka), logger=logging.getLogger("librdkafka"))
     try:
-        ends = _partition_ends(consumer, topic)
-        records = list(_read_until(consumer, topic, ends))
+        partitions = _partitions(consumer, topic)
+        records = list(_read_to_the_end(consumer, topic, partitions))
     finally:
         consumer.close()
     records.sort(key=lambda r: (r.timestamp or datetime.min.replace(tzinfo=UTC), r.id))
     return records
 
 
-def _partition_ends(consumer: Consumer, topic: str) -> dict[int, int]:
+def _partitions(consumer: Consumer, topic: str) -> list[int]:
     try:
         metadata = consumer.list_topics(topic, timeout=_READ_TIMEOUT).topics.get(topic)
     except KafkaException as exc:
         raise ConfigError(f"{topic}: Kafka did not answer: {exc}") from None
     if metadata is None or metadata.error is not None or not metadata.partitions:
         raise ConfigError(f"no dead-letter topic {topic} on the cluster")
-    ends = {}
-    for partition in metadata.partitions:
-        low, high = consumer.get_watermark_offsets(
-            TopicPartition(topic, partition), timeout=_READ_TIMEOUT
-        )
-        if high > low:
-            ends[partition] = high
-    return ends
+    return sorted(metadata.partitions)
 
 
-def _read_until(consumer: Consumer, topic: str, ends: dict[int, int]) -> Iterator[DeadLetter]:
-    if not ends:
-        return
-    consumer.assign([TopicPartition(topic, p, 0) for p in ends])
-    pending = dict(ends)
+def _read_to_the_end(consumer: Consumer, topic: str, partitions: list[int]) -> Iterator[DeadLetter]:
+    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+    pending = set(partitions)
     deadline = time.monotonic() + _READ_TIMEOUT
     while pending:
         message = consumer.poll(0.5)
         if message is None:
             if time.monotonic() > deadline:
-                raise ConfigError(f"{topic}: reading stopped short of the end (Kafka silent)")
+                raise ConfigError(f"{topic}: Kafka stopped answering before the end")
             continue
         deadline = time.monotonic() + _READ_TIMEOUT
-        partition = message.partition() or 0
         error = message.error()
-        if error is not None:
-            if error.code() != KafkaError._PARTITION_EOF:
-                raise ConfigError(f"{topic}: {error.str()}")
-            pending.pop(partition, None)
-            continue
-        offset = message.offset() or 0
-        if partition in pending and offset < pending[partition]:
+        if error is None:
             yield _dead_letter(message)
-        if offset + 1 >= pending.get(partition, 0):
-            pending.pop(partition, None)
+        elif error.code() == KafkaError._PARTITION_EOF:
+            pending.discard(message.partition() or 0)
+        else:
+            raise ConfigError(f"{topic}: {error.str()}")
 
 
 def _dead_letter(message: Message) -> DeadLetter:
@@ -283,12 +278,16 @@ async def redrive(
     to: str,
     *,
     to_topic: bool,
-    out: TextIO = sys.stdout,
-    progress: TextIO | None = sys.stderr,
+    out: TextIO | None = None,
+    progress: TextIO | None = None,
     progress_every: float = 5.0,
 ) -> ReplayResult:
     """Send ``records`` one by one, in order, to topic or consumer ``to``; print
-    ``redriven ID`` for each one taken and ``failed ID: why`` for each not taken."""
+    ``redriven ID`` for each one taken and ``failed ID: why`` for each not taken (to
+    ``out``, default stdout), and every ``progress_every`` seconds how far it got (to
+    ``progress``, default stderr)."""
+    out = out or sys.stdout
+    progress = progress or sys.stderr
     result = ReplayResult()
     last = time.monotonic()
     async with replay_target(consumers, kafka, to, to_topic=to_topic) as destination:
@@ -305,7 +304,7 @@ async def redrive(
             else:
                 print(f"failed {record.id}: {to} did not take it (see the log)", file=out)
             out.flush()
-            if progress is not None and time.monotonic() - last >= progress_every:
+            if time.monotonic() - last >= progress_every:
                 last = time.monotonic()
                 print(f"redrive: {done}/{len(records)} done, {result.sent} sent", file=progress)
     return result

@@ -299,8 +299,8 @@ def _cmd_dlq(args: argparse.Namespace) -> int:
         raise UsageError("say which records: IDs, --consumer/--since/--reason, or --all")
     try:
         chosen = selection.pick(read_dead_letters(config.kafka, topic))
-        if args.dlq_command == "redrive" and args.to_consumer is None and args.to_topic is None:
-            args.to_topic = source_topic_of(chosen) if chosen else topic
+        if args.dlq_command == "redrive" and chosen and not (args.to_consumer or args.to_topic):
+            args.to_topic = source_topic_of(chosen)
     except (SelectionError, ConfigError) as exc:
         raise UsageError(str(exc)) from None
     if args.dlq_command == "show":
@@ -315,6 +315,9 @@ def _cmd_dlq(args: argparse.Namespace) -> int:
             )
         return EXIT_OK
     to = args.to_topic or args.to_consumer
+    if not chosen:
+        print(f"redrive: no record of {topic} is selected; nothing sent", file=sys.stderr)
+        return EXIT_OK
     if args.dry_run:
         for record in chosen:
             print(f"would redrive {record.id} to {to}: {record.as_text().strip()}")
