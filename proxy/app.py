@@ -29,6 +29,7 @@ from proxy.http_errors import ClientFault, RequestError, error_response
 from proxy.lineage_endpoints import AUTHENTICATOR, CONFIG, PIPELINE, post_batch, post_event
 from proxy.live_rules import LiveRules
 from proxy.metrics import ProxyMetrics
+from proxy.openapi import serve_openapi
 from proxy.pipeline import BestEffortQueue, EventPipeline
 from proxy.validation import EventValidator
 from proxy.validation.repairs import EventRepairer
@@ -208,4 +209,5 @@ def create_app(config: ProxyConfig) -> web.Application:
     app.router.add_get("/healthz", _healthz, name="healthz")
     app.router.add_get("/readyz", _readyz, name="readyz")
     app.router.add_get("/metrics", _metrics, name="metrics")
+    app.router.add_get("/openapi.json", serve_openapi, name="openapi")
     return app
