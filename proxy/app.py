@@ -76,7 +76,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 @web.middleware
 async def _errors_and_metrics(request: web.Request, handler: Handler) -> web.StreamResponse:
     endpoint = request.match_info.route.name or "other"
-    request_id, bound = request_ids.bind(request)
+    request_id = request_ids.bind(request)
     try:
         response = await handler(request)
     except ClientFault as exc:
@@ -100,8 +100,6 @@ async def _errors_and_metrics(request: web.Request, handler: Handler) -> web.Str
         response = error_response(
             500, "internal error; the event was not stored", reason="internal_error"
         )
-    finally:
-        request_ids.release(bound)
     response.headers[request_ids.HEADER] = request_id
     request.app[METRICS].requests.labels(endpoint, str(response.status)).inc()
     return response

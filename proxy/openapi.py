@@ -1,11 +1,13 @@
 """``GET /openapi.json``: an OpenAPI 3.1 description of the proxy's HTTP endpoints.
 
-The bodies are described by the pydantic models below, whose JSON Schemas become the
-document's ``components``; the answers themselves are built in
-:mod:`proxy.http_errors` (every 4xx/5xx), :mod:`proxy.lineage_endpoints` and
-:mod:`proxy.app`. A test drives a real proxy and validates its answers against this
-document, and checks that the document names exactly the routes the app has — a body
-or a route that drifts from its description fails it.
+The paths are the app's own routes (so a route a config switches off is not listed),
+each described by the operation of its route name in ``_OPERATIONS``; a route without
+one is listed with ``x-undocumented: true``. The bodies are described by the pydantic
+models below, whose JSON Schemas become the document's ``components``; the answers
+themselves are built in :mod:`proxy.http_errors` (every 4xx/5xx),
+:mod:`proxy.lineage_endpoints` and :mod:`proxy.app`. A test drives a real proxy and
+validates its answers against this document, and fails on an undescribed route — a
+body or a route that drifts from its description fails it.
 
 The OpenLineage event itself is not redescribed here: it is the spec's (2-0-2), linked.
 """
@@ -142,103 +144,152 @@ _EVENT = {
 }
 
 
-def _paths() -> dict[str, Any]:
-    lineage_note = (
-        "Any path prefix works: clients join api/v1/lineage onto the URL they were given."
-    )
+_LINEAGE_NOTE = "Any path prefix works: clients join api/v1/lineage onto the URL they were given."
+
+
+def _plain(media_type: str, description: str) -> dict[str, Any]:
+    return {"description": description, "content": {media_type: {"schema": {"type": "string"}}}}
+
+
+# Route name (proxy/app.py) → its operation. Routes that a config switches off are not
+# in the app, hence not in the document; the last three are other modules' routes.
+_OPERATIONS: dict[str, dict[str, Any]] = {
+    "lineage": {
+        "operationId": "postEvent",
+        "summary": "Send one event; 200 once every durable destination holds it",
+        "description": _LINEAGE_NOTE,
+        "security": _SECURED,
+        "requestBody": _event_body(_EVENT, "one OpenLineage event"),
+        "responses": {
+            "200": _json(EventAccepted, "stored (X-Lineage-Spooled: true if spooled)"),
+            **_errors(400, 401, 403, 408, 413, 415, 422, 500, 503),
+        },
+    },
+    "lineage_batch": {
+        "operationId": "postBatch",
+        "summary": "Send a JSON array of events; a summary with per-index failures",
+        "description": _LINEAGE_NOTE,
+        "security": _SECURED,
+        "requestBody": _event_body(
+            {"type": "array", "items": _EVENT}, "a JSON array of OpenLineage events"
+        ),
+        "responses": {
+            "200": _json(BatchAnswer, "all or some stored (status says which)"),
+            "400": {
+                "description": "not an array, bad JSON, or no event was valid",
+                "content": {
+                    "application/json": {
+                        "schema": {
+                            "oneOf": [
+                                {"$ref": "#/components/schemas/BatchAnswer"},
+                                {"$ref": "#/components/schemas/ErrorBody"},
+                            ]
+                        }
+                    }
+                },
+            },
+            "503": _json(BatchAnswer, "nothing stored, retriable: retry after Retry-After"),
+            **_errors(401, 403, 408, 413, 415, 500),
+        },
+    },
+    "healthz": {
+        "operationId": "health",
+        "summary": "Liveness: the process answers",
+        "responses": {"200": _json(Health, "alive")},
+    },
+    "readyz": {
+        "operationId": "ready",
+        "summary": "Readiness: every durable destination can take events",
+        "responses": {
+            "200": _json(Readiness, "ready"),
+            "503": _json(Readiness, "not ready (destinations says which)"),
+        },
+    },
+    "metrics": {
+        "operationId": "metrics",
+        "summary": "Prometheus metrics (text exposition format 0.0.4)",
+        "responses": {
+            "200": _plain("text/plain", "the proxy's metrics and its in-process consumers'")
+        },
+    },
+    "openapi": {
+        "operationId": "openapi",
+        "summary": "This document",
+        "responses": {
+            "200": {
+                "description": "OpenAPI 3.1",
+                "content": {"application/json": {"schema": {"type": "object"}}},
+            }
+        },
+    },
+    "status_page": {
+        "operationId": "statusPage",
+        "summary": "The status page (HTML; reads /api/v1/status)",
+        "responses": {"200": _plain("text/html", "the page")},
+    },
+    "status_page_ui": {
+        "operationId": "statusPageUi",
+        "summary": "The status page, also at /ui",
+        "responses": {"200": _plain("text/html", "the page")},
+    },
+    "status": {
+        "operationId": "status",
+        "summary": "Live figures of the proxy, as the status page shows them",
+        "security": _SECURED,
+        "responses": {
+            "200": {
+                "description": "figures",
+                "content": {"application/json": {"schema": {"type": "object"}}},
+            },
+            **_errors(401),
+        },
+    },
+    "tap": {
+        "operationId": "tap",
+        "summary": "Accepted events as Server-Sent Events (lineage-proxy tap)",
+        "security": _SECURED,
+        "responses": {
+            "200": _plain("text/event-stream", "one data: line per event"),
+            **_errors(400, 401),
+        },
+    },
+}
+
+
+def _operation(route: web.AbstractRoute) -> dict[str, Any]:
+    operation = _OPERATIONS.get(route.name or "")
+    if operation is not None:
+        return operation
+    # A route nobody described yet: listed, and flagged (the OpenAPI test fails on it).
     return {
-        "/api/v1/lineage": {
-            "post": {
-                "operationId": "postEvent",
-                "summary": "Send one event; 200 once every durable destination holds it",
-                "description": lineage_note,
-                "security": _SECURED,
-                "requestBody": _event_body(_EVENT, "one OpenLineage event"),
-                "responses": {
-                    "200": _json(EventAccepted, "stored (X-Lineage-Spooled: true if spooled)"),
-                    **_errors(400, 401, 403, 408, 413, 415, 422, 500, 503),
-                },
-            }
-        },
-        "/api/v1/lineage/batch": {
-            "post": {
-                "operationId": "postBatch",
-                "summary": "Send a JSON array of events; a summary with per-index failures",
-                "description": lineage_note,
-                "security": _SECURED,
-                "requestBody": _event_body(
-                    {"type": "array", "items": _EVENT}, "a JSON array of OpenLineage events"
-                ),
-                "responses": {
-                    "200": _json(BatchAnswer, "all or some stored (status says which)"),
-                    "400": {
-                        "description": "not an array, bad JSON, or no event was valid",
-                        "content": {
-                            "application/json": {
-                                "schema": {
-                                    "oneOf": [
-                                        {"$ref": "#/components/schemas/BatchAnswer"},
-                                        {"$ref": "#/components/schemas/ErrorBody"},
-                                    ]
-                                }
-                            }
-                        },
-                    },
-                    "503": _json(BatchAnswer, "nothing stored, retriable: retry after Retry-After"),
-                    **_errors(401, 403, 408, 413, 415, 500),
-                },
-            }
-        },
-        "/healthz": {
-            "get": {
-                "operationId": "health",
-                "summary": "Liveness: the process answers",
-                "responses": {"200": _json(Health, "alive")},
-            }
-        },
-        "/readyz": {
-            "get": {
-                "operationId": "ready",
-                "summary": "Readiness: every durable destination can take events",
-                "responses": {
-                    "200": _json(Readiness, "ready"),
-                    "503": _json(Readiness, "not ready (destinations says which)"),
-                },
-            }
-        },
-        "/metrics": {
-            "get": {
-                "operationId": "metrics",
-                "summary": "Prometheus metrics (text exposition format 0.0.4)",
-                "responses": {
-                    "200": {
-                        "description": "the proxy's metrics and its in-process consumers'",
-                        "content": {"text/plain": {"schema": {"type": "string"}}},
-                    }
-                },
-            }
-        },
-        "/openapi.json": {
-            "get": {
-                "operationId": "openapi",
-                "summary": "This document",
-                "responses": {
-                    "200": {
-                        "description": "OpenAPI 3.1",
-                        "content": {"application/json": {"schema": {"type": "object"}}},
-                    }
-                },
-            }
-        },
+        "summary": f"undocumented route {route.name or ''}".strip(),
+        "x-undocumented": True,
+        "responses": {"default": {"description": "not described yet"}},
     }
 
 
+def _paths(app: web.Application) -> dict[str, Any]:
+    paths: dict[str, dict[str, Any]] = {}
+    for route in app.router.routes():
+        if route.method == "HEAD":  # aiohttp adds one to each GET
+            continue
+        # The lineage routes take any prefix ("{prefix}"): described in words instead.
+        path = route.resource.canonical.replace("/{prefix}", "/", 1) if route.resource else "/"
+        paths.setdefault(path, {})[route.method.lower()] = _operation(route)
+    return paths
+
+
 @cache
-def openapi_document() -> dict[str, Any]:
+def _schemas() -> dict[str, Any]:
     _, schemas = models_json_schema(
         [(model, "serialization") for model in _MODELS],
         ref_template="#/components/schemas/{model}",
     )
+    return dict(schemas["$defs"])
+
+
+def openapi_document(app: web.Application) -> dict[str, Any]:
+    """The document for ``app``: its routes, each with its operation."""
     return {
         "openapi": "3.1.0",
         "info": {
@@ -248,18 +299,15 @@ def openapi_document() -> dict[str, Any]:
             "Every answer carries X-Request-Id (a sane one sent by the client is kept).",
         },
         "externalDocs": {"description": "OpenLineage spec 2-0-2", "url": SPEC_URL},
-        "paths": _paths(),
+        "paths": _paths(app),
         "components": {
-            "schemas": schemas["$defs"],
+            "schemas": _schemas(),
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
     }
 
 
-@cache
-def _document_bytes() -> bytes:
-    return orjson.dumps(openapi_document())
-
-
 async def serve_openapi(request: web.Request) -> web.Response:
-    return web.Response(body=_document_bytes(), content_type="application/json")
+    return web.Response(
+        body=orjson.dumps(openapi_document(request.app)), content_type="application/json"
+    )

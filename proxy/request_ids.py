@@ -13,13 +13,12 @@ from __future__ import annotations
 import itertools
 import os
 import re
-from contextvars import Token
 
 from aiohttp import web
 
 from proxy.logs import REQUEST_ID
 
-__all__ = ["HEADER", "bind", "new_request_id", "release", "sane_request_id"]
+__all__ = ["HEADER", "bind", "new_request_id", "sane_request_id"]
 
 HEADER = "X-Request-Id"
 MAX_LENGTH = 128
@@ -41,12 +40,12 @@ def sane_request_id(value: str | None) -> str | None:
     return None
 
 
-def bind(request: web.Request) -> tuple[str, Token[str | None]]:
+def bind(request: web.Request) -> str:
     """The request's id (the client's if sane, else a new one), made current for the
-    request's log lines and error bodies; :func:`release` the token when it ends."""
+    request's log lines and error bodies.
+
+    Nothing to undo: aiohttp handles each request in a task of its own, which runs in a
+    copy of the context, so the id ends with the request."""
     request_id = sane_request_id(request.headers.get(HEADER)) or new_request_id()
-    return request_id, REQUEST_ID.set(request_id)
-
-
-def release(token: Token[str | None]) -> None:
-    REQUEST_ID.reset(token)
+    REQUEST_ID.set(request_id)
+    return request_id
