@@ -204,8 +204,8 @@ def create_app(config: ProxyConfig) -> web.Application:
     app.cleanup_ctx.append(_destinations_lifecycle)
     app.router.add_post(LINEAGE_PATH, post_event, name="lineage")
     app.router.add_post(LINEAGE_PATH + "/batch", post_batch, name="lineage_batch")
+    app.router.add_get("/openapi.json", serve_openapi, name="openapi")
     app.router.add_get("/healthz", _healthz, name="healthz")
     app.router.add_get("/readyz", _readyz, name="readyz")
     app.router.add_get("/metrics", _metrics, name="metrics")
-    app.router.add_get("/openapi.json", serve_openapi, name="openapi")
     return app
