@@ -26,6 +26,10 @@ __all__ = ["CLIENT_FAULTS", "ClientFaults", "ServerLog"]
 
 log = logging.getLogger(__name__)
 
+# The header a client or a gateway in front may send to tie our log line to its request;
+# the proxy's request id (proxy/request_ids.py) is made from it when it is sane.
+_REQUEST_ID = "X-Request-Id"
+
 
 class ClientFaults:
     """Count every client fault; log one line per kind (and per refusal reason) per
@@ -53,6 +57,8 @@ class ClientFaults:
         error and the JSON pointers of ``details`` (their messages may quote the payload,
         so they are left out)."""
         pointers = [d["pointer"] for d in details if "pointer" in d]
+        # The request's id while it is handled; the client's header when called outside.
+        request_id = REQUEST_ID.get() or request.headers.get(_REQUEST_ID)
         where = f" at {pointers[0]}" if pointers else ""
         if len(pointers) > 1:
             where += f" (+{len(pointers) - 1})"
@@ -62,7 +68,7 @@ class ClientFaults:
             status,
             reason,
             request.remote or "?",
-            f" request id {request_id!r}" if (request_id := REQUEST_ID.get()) else "",
+            f" request id {request_id!r}" if request_id else "",
             error,
             where,
         )
