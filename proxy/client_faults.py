@@ -56,9 +56,10 @@ class ClientFaults:
         """Log a refused request (or event of a batch): status, reason, our one-line
         error and the JSON pointers of ``details`` (their messages may quote the payload,
         so they are left out)."""
-        pointers = [d["pointer"] for d in details if "pointer" in d]
         # The request's id while it is handled; the client's header when called outside.
         request_id = REQUEST_ID.get() or request.headers.get(_REQUEST_ID)
+
+        pointers = [d["pointer"] for d in details if "pointer" in d]
         where = f" at {pointers[0]}" if pointers else ""
         if len(pointers) > 1:
             where += f" (+{len(pointers) - 1})"
