@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -28,6 +27,7 @@ from tests.conftest import REPO
 from tests.faults.load import kafka_run_ids
 from tests.processes import ServeProcess
 from tests.sample_events import facet, run_event
+from tests.waiting import wait_for
 
 # Short group timeouts: a join takes ~3 s on the test broker instead of ~23 s.
 TEST_GROUP = {"session_timeout_ms": 3000, "heartbeat_interval_ms": 300}
@@ -100,14 +100,6 @@ def metric(daemon: ConsumerDaemon, name: str, **labels: str) -> float:
         f"lineage_consumer_{name}_total", {"consumer": daemon.name, **labels}
     )
     return value or 0.0
-
-
-async def wait_for(check: Callable[[], bool], within: float = 30.0, what: str = "") -> None:
-    deadline = time.monotonic() + within
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or check}")
-        await asyncio.sleep(0.05)
 
 
 @contextlib.asynccontextmanager

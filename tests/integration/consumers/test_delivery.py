@@ -17,10 +17,10 @@ from tests.integration.consumers.conftest import (
     produce,
     running,
     sequenced_run_events,
-    wait_for,
 )
 from tests.kafka_reader import read_all_produced_so_far
 from tests.sample_events import run_event
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
