@@ -28,10 +28,10 @@ from tests.integration.consumers.conftest import (
     metric,
     produce,
     running,
-    wait_for,
 )
 from tests.kafka_reader import read_all_produced_so_far
 from tests.sample_events import run_event
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
