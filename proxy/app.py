@@ -31,6 +31,10 @@ from proxy.live_rules import LiveRules
 from proxy.metrics import ProxyMetrics
 from proxy.openapi import serve_openapi
 from proxy.pipeline import BestEffortQueue, EventPipeline
+from proxy.readiness import destination_health
+from proxy.status.endpoints import StatusPage
+from proxy.tap.endpoint import TAP, get_tap
+from proxy.tap.hub import TapHub
 from proxy.validation import EventValidator
 from proxy.validation.repairs import EventRepairer
 from routing_rules.loader import BUILTIN_RULES
@@ -110,17 +114,14 @@ async def _healthz(request: web.Request) -> web.Response:
 
 
 async def _readyz(request: web.Request) -> web.Response:
-    durable = [d for d in request.app[RULES].destinations if d.durable]
-    states = await asyncio.gather(*(d.ready() for d in durable))
-    checks = {d.name: ok for d, ok in zip(durable, states, strict=True)}
-    status = 200 if all(states) else 503
-    body: dict[str, Any] = {"ready": status == 200, "destinations": checks}
-    # Destinations that can say more (Kafka: whether it is spooling) add it here.
-    notes = {
-        d.name: note()
-        for d in durable
-        if (note := getattr(d, "readiness", None)) is not None and note() is not None
+    health = await destination_health([d for d in request.app[RULES].destinations if d.durable])
+    status = 200 if all(h.ready for h in health.values()) else 503
+    body: dict[str, Any] = {
+        "ready": status == 200,
+        "destinations": {name: h.ready for name, h in health.items()},
     }
+    # Destinations that can say more (Kafka: whether it is spooling) add it here.
+    notes = {name: h.details for name, h in health.items() if h.details is not None}
     if notes:
         body["details"] = notes
     return web.json_response(body, status=status)
@@ -151,7 +152,7 @@ async def _destinations_lifecycle(app: web.Application) -> AsyncIterator[None]:
         routing.best_effort_queue_size, routing.best_effort_concurrency, app[METRICS]
     )
     repairer = EventRepairer(config.validation.enabled_repairs())
-    pipeline = EventPipeline(app[VALIDATOR], router, app[METRICS], best_effort, repairer)
+    pipeline = EventPipeline(app[VALIDATOR], router, app[METRICS], best_effort, repairer, app[TAP])
     best_effort.start(pipeline.deliver_to)
     app[PIPELINE] = pipeline
     watcher = (
@@ -201,6 +202,9 @@ def create_app(config: ProxyConfig) -> web.Application:
     )
     app[SHUTDOWN] = ShutdownBudget(config.server.shutdown_timeout_seconds)
     app.on_shutdown.append(app[SHUTDOWN].start)
+    app[TAP] = TapHub()
+    metrics.registry.register(app[TAP])
+    app.on_shutdown.append(app[TAP].on_shutdown)
     app.cleanup_ctx.append(_destinations_lifecycle)
     app.router.add_post(LINEAGE_PATH, post_event, name="lineage")
     app.router.add_post(LINEAGE_PATH + "/batch", post_batch, name="lineage_batch")
@@ -208,4 +212,8 @@ def create_app(config: ProxyConfig) -> web.Application:
     app.router.add_get("/healthz", _healthz, name="healthz")
     app.router.add_get("/readyz", _readyz, name="readyz")
     app.router.add_get("/metrics", _metrics, name="metrics")
+    if config.server.tap:
+        app.router.add_get("/api/v1/tap", get_tap, name="tap")
+    if config.server.status_page:
+        StatusPage(metrics.registry, faults.recent, lambda: app[RULES].destinations).add_to(app)
     return app

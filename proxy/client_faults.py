@@ -21,6 +21,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 
 from proxy.logs import REQUEST_ID
 from proxy.metrics import ProxyMetrics
+from proxy.status.rejections import RecentRejections
 
 __all__ = ["CLIENT_FAULTS", "ClientFaults", "ServerLog"]
 
@@ -38,6 +39,8 @@ class ClientFaults:
     def __init__(self, metrics: ProxyMetrics, interval: float = 10.0) -> None:
         self.interval = interval
         self._counter = functools.cache(metrics.client_errors.labels)
+        # The last refusals without their payloads, for the status page.
+        self.recent = RecentRejections()
         # log key → (monotonic time of its last log line, lines held back since then)
         self._last: dict[str, tuple[float, int]] = {}
 
@@ -60,6 +63,7 @@ class ClientFaults:
         request_id = REQUEST_ID.get() or request.headers.get(_REQUEST_ID)
 
         pointers = [d["pointer"] for d in details if "pointer" in d]
+        self.recent.add(status, reason, error, pointers, request.headers.get(_REQUEST_ID))
         where = f" at {pointers[0]}" if pointers else ""
         if len(pointers) > 1:
             where += f" (+{len(pointers) - 1})"

@@ -22,8 +22,9 @@ from proxy.config import ProxyConfig
 from proxy.connections import GuardedSite
 from proxy.embedded_broker import EmbeddedBroker
 from proxy.lineage_endpoints import CONFIG
+from proxy.tls import ReloadableTls
 
-__all__ = ["CannotListen", "run_server", "serving"]
+__all__ = ["CannotListen", "listener_tls", "run_server", "serving"]
 
 log = logging.getLogger(__name__)
 
@@ -44,20 +45,28 @@ class CannotListen(Exception):
 
 
 @contextlib.asynccontextmanager
-async def serving(app: web.Application) -> AsyncIterator[int]:
-    """Listen on ``server.host``/``server.port`` (0: any free port, yielded) until exit,
-    then stop accepting, let in-flight requests finish and run the app's cleanup."""
+async def serving(app: web.Application, tls: ReloadableTls | None = None) -> AsyncIterator[int]:
+    """Listen on ``server.host``/``server.port`` (0: any free port, yielded; over TLS with
+    ``tls``, its files watched) until exit, then stop accepting, let in-flight requests
+    finish and run the app's cleanup."""
     server = app[CONFIG].server
     runner = web.AppRunner(app, handle_signals=False, **server_options(app))
     await runner.setup()
     try:
         app[CONNECTIONS].apply_fd_limit()
-        site = GuardedSite(runner, app[CONNECTIONS], server.host, server.port)
+        site = GuardedSite(
+            runner,
+            app[CONNECTIONS],
+            server.host,
+            server.port,
+            ssl_context=tls.context if tls else None,
+        )
         try:
             await site.start()
         except OSError as exc:
             raise CannotListen(server.host, server.port, exc) from None
-        yield site.port
+        async with tls.watching() if tls else contextlib.nullcontext():
+            yield site.port
     finally:
         await runner.cleanup()
 
@@ -70,7 +79,13 @@ def _raise_open_file_limit() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
+def listener_tls(config: ProxyConfig) -> ReloadableTls | None:
+    """``server.tls`` loaded (a file that does not load fails here, naming it), or None."""
+    return ReloadableTls(config.server.tls, "server.tls") if config.server.tls else None
+
+
 async def _serve(config: ProxyConfig) -> None:
+    tls = listener_tls(config)
     app = create_app(config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -90,16 +105,18 @@ async def _serve(config: ProxyConfig) -> None:
                     app[METRICS].registry,
                 )
             )
-        port = await running.enter_async_context(serving(app))
+        port = await running.enter_async_context(serving(app, tls))
         log.info(
-            "lineage-proxy listening on http://%s:%d (Kafka %s, topic %s)",
+            "lineage-proxy listening on %s://%s:%d (Kafka %s, topic %s)",
+            "https" if tls else "http",
             config.server.host,
             port,
             config.kafka.bootstrap_servers,
             config.kafka.topic,
         )
-        # SIGHUP re-reads the rules file; a broken one is refused and the old rules stay.
-        loop.add_signal_handler(signal.SIGHUP, app[RULES].request_reload)
+        # SIGHUP re-reads the rules file and the TLS certificate; a broken one is refused
+        # and the old one stays.
+        loop.add_signal_handler(signal.SIGHUP, _reload, app, tls)
         await stop.wait()
         log.info(
             "shutting down: draining in-flight requests and unconfirmed Kafka deliveries "
@@ -107,6 +124,12 @@ async def _serve(config: ProxyConfig) -> None:
             config.server.shutdown_timeout_seconds,
         )
     log.info("stopped")
+
+
+def _reload(app: web.Application, tls: ReloadableTls | None) -> None:
+    app[RULES].request_reload()
+    if tls is not None:
+        tls.request_reload()
 
 
 def run_server(config: ProxyConfig) -> None:

@@ -29,6 +29,7 @@ from proxy.destinations.config import (
 )
 from proxy.destinations.http.destination import HttpDestination
 from proxy.destinations.kafka import KafkaDestination, KafkaProducer
+from proxy.destinations.kafka_client_logs import failure_reason
 from proxy.destinations.kafka_keys import key_function
 from proxy.destinations.kafka_spool import KafkaSpool, spool_directory
 from proxy.destinations.retry import CircuitBreaker, OnRetry, RetryingDestination
@@ -117,7 +118,7 @@ class DestinationResources:
             await asyncio.to_thread(producer.ensure_topics, {topic: self._wanted[topic]}, 3.0)
             self._ensured.add(topic)
         except Exception as exc:
-            log.warning("could not ensure topic %s: %s", topic, exc)
+            log.warning("could not ensure topic %s: %s", topic, failure_reason(exc))
 
     async def close(self, flush_seconds: float) -> None:
         """Flush every producer within ``flush_seconds`` in all, then stop them."""
