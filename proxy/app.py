@@ -23,7 +23,7 @@ from proxy.auth import Authenticator
 from proxy.client_faults import CLIENT_FAULTS, ClientFaults, ServerLog
 from proxy.config import ProxyConfig
 from proxy.connections import ConnectionGuard
-from proxy.destinations.kafka_spool import SpoolMetrics
+from proxy.destinations.kafka_spool import SpoolMetrics, SpoolRoots, spool_roots
 from proxy.destinations.registry import DestinationResources
 from proxy.http_errors import ClientFault, RequestError, error_response
 from proxy.lineage_endpoints import AUTHENTICATOR, CONFIG, PIPELINE, post_batch, post_event
@@ -37,10 +37,11 @@ from proxy.tap.endpoint import TAP, get_tap
 from proxy.tap.hub import TapHub
 from proxy.validation import EventValidator
 from proxy.validation.repairs import EventRepairer
+from proxy.worker_metrics import WorkerMetrics, WorkerSlot
 from routing_rules.loader import BUILTIN_RULES
 from routing_rules.stats import RoutingStats
 
-__all__ = ["CONNECTIONS", "METRICS", "RULES", "create_app", "server_options"]
+__all__ = ["CONNECTIONS", "METRICS", "RULES", "WORKER", "create_app", "server_options"]
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,9 @@ METRICS = web.AppKey("metrics", ProxyMetrics)
 RULES = web.AppKey("rules", LiveRules)
 VALIDATOR = web.AppKey("validator", EventValidator)
 CONNECTIONS = web.AppKey("connections", ConnectionGuard)
+# Set when this process is one worker of `serve --workers N` (absent: the only process).
+WORKER = web.AppKey("worker", WorkerSlot)
+WORKER_METRICS = web.AppKey("worker_metrics", WorkerMetrics)
 
 
 class ShutdownBudget:
@@ -128,8 +132,9 @@ async def _readyz(request: web.Request) -> web.Response:
 
 
 async def _metrics(request: web.Request) -> web.Response:
+    workers = request.app.get(WORKER_METRICS)
     return web.Response(
-        body=request.app[METRICS].exposition(),
+        body=request.app[METRICS].exposition() if workers is None else await workers.exposition(),
         headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"},
     )
 
@@ -137,7 +142,7 @@ async def _metrics(request: web.Request) -> web.Response:
 async def _destinations_lifecycle(app: web.Application) -> AsyncIterator[None]:
     config = app[CONFIG]
     routing = config.routing
-    resources = DestinationResources(config.kafka, routing.archive_root)
+    resources = DestinationResources(config.kafka, routing.archive_root, await _spool_roots(app))
     stats = RoutingStats()
     app[METRICS].registry.register(stats)
     app[METRICS].registry.register(SpoolMetrics(lambda: resources.spools))
@@ -170,6 +175,22 @@ async def _destinations_lifecycle(app: web.Application) -> AsyncIterator[None]:
     await resources.close(budget.remaining())
 
 
+async def _spool_roots(app: web.Application) -> SpoolRoots:
+    directory = app[CONFIG].kafka.spool.directory
+    worker = app.get(WORKER)
+    if worker is None:
+        return await asyncio.to_thread(spool_roots, directory)
+    return await asyncio.to_thread(spool_roots, directory, worker.index, worker.count)
+
+
+async def _worker_metrics_lifecycle(app: web.Application) -> AsyncIterator[None]:
+    workers = WorkerMetrics(app[WORKER], app[METRICS])
+    await workers.start()
+    app[WORKER_METRICS] = workers
+    yield
+    await workers.close()
+
+
 def server_options(app: web.Application) -> dict[str, Any]:
     """Keyword arguments for aiohttp's runner that the proxy's guarantees depend on."""
     server = app[CONFIG].server
@@ -184,8 +205,9 @@ def server_options(app: web.Application) -> dict[str, Any]:
     }
 
 
-def create_app(config: ProxyConfig) -> web.Application:
-    """Build the app; ``config.kafka.bootstrap_servers`` must be a real address by now."""
+def create_app(config: ProxyConfig, worker: WorkerSlot | None = None) -> web.Application:
+    """Build the app; ``config.kafka.bootstrap_servers`` must be a real address by now.
+    ``worker``: this process's place among the workers of ``serve --workers N``."""
     metrics = ProxyMetrics()
     faults = ClientFaults(metrics)
     guard = ConnectionGuard(config.server, faults, metrics)
@@ -206,6 +228,9 @@ def create_app(config: ProxyConfig) -> web.Application:
     metrics.registry.register(app[TAP])
     app.on_shutdown.append(app[TAP].on_shutdown)
     app.cleanup_ctx.append(_destinations_lifecycle)
+    if worker is not None:
+        app[WORKER] = worker
+        app.cleanup_ctx.append(_worker_metrics_lifecycle)
     app.router.add_post(LINEAGE_PATH, post_event, name="lineage")
     app.router.add_post(LINEAGE_PATH + "/batch", post_batch, name="lineage_batch")
     app.router.add_get("/openapi.json", serve_openapi, name="openapi")

@@ -42,12 +42,13 @@ class UsageError(Exception):
     """A bad option value or an environment the command cannot run in: one line, exit 2."""
 
 
-def _with_port(config: ProxyConfig, port: int) -> ProxyConfig:
-    """``--port`` checked by the same rules as ``server.port`` in the config file."""
+def _with_server_option(config: ProxyConfig, key: str, value: str | int) -> ProxyConfig:
+    """``--<key> value`` checked by the same rules as ``server.<key>`` in the config file."""
     try:
-        server = ServerConfig.model_validate({**config.server.model_dump(), "port": port})
+        server = ServerConfig.model_validate({**config.server.model_dump(), key: value})
     except ValidationError as exc:
-        raise UsageError(f"--port {port}: {exc.errors()[0]['msg']}") from None
+        messages = "; ".join(dict.fromkeys(error["msg"] for error in exc.errors()))
+        raise UsageError(f"--{key} {value}: {messages}") from None
     return config.model_copy(update={"server": server})
 
 
@@ -57,12 +58,14 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     config = _config(args)
     if args.port is not None:
-        config = _with_port(config, args.port)
+        config = _with_server_option(config, "port", args.port)
+    if args.workers is not None:
+        workers = int(args.workers) if args.workers.isdigit() else args.workers
+        config = _with_server_option(config, "workers", workers)
     try:
-        run_server(config)
+        return run_server(config)
     except (CannotListen, EmbeddedBrokerMissing) as exc:
         raise UsageError(str(exc)) from None
-    return EXIT_OK
 
 
 def _cmd_hash_token(args: argparse.Namespace) -> int:
@@ -470,6 +473,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="run the HTTP proxy")
     serve.add_argument("--config", type=Path, help="config file (default: built-in defaults)")
     serve.add_argument("--port", type=int, help="override server.port")
+    serve.add_argument(
+        "--workers",
+        metavar="N|auto",
+        help="override server.workers: processes serving the port together (auto: one per core)",
+    )
     serve.set_defaults(func=_cmd_serve)
 
     consume = commands.add_parser(

@@ -90,6 +90,15 @@ class ServerConfig(StrictModel):
     # The live tap of accepted events (GET /api/v1/tap, `lineage-proxy tap`); with auth on,
     # a token sees its namespaces only. false: the route does not exist.
     tap: bool = True
+    # Worker processes serving the port together (SO_REUSEPORT), each with its own event
+    # loop and Kafka producer; "auto": one per CPU core. max_connections is per worker.
+    workers: Annotated[int, Field(ge=1, le=256)] | Literal["auto"] = 1
+
+    def worker_count(self) -> int:
+        """``workers`` as a number: "auto" is the cores this process may run on."""
+        if self.workers != "auto":
+            return self.workers
+        return len(os.sched_getaffinity(0))
 
 
 class ValidationConfig(StrictModel):

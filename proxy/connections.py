@@ -211,11 +211,15 @@ class GuardedSite(web.BaseSite):
         *,
         backlog: int = 1024,
         ssl_context: ssl.SSLContext | None = None,
+        reuse_port: bool = False,
     ) -> None:
         super().__init__(runner, backlog=backlog, ssl_context=ssl_context)
         self._guard = guard
         self._host = host
         self._port = port
+        # Several worker processes listen on one port (SO_REUSEPORT): the kernel spreads
+        # new connections over them.
+        self._reuse_port = reuse_port
 
     @property
     def port(self) -> int:
@@ -240,6 +244,7 @@ class GuardedSite(web.BaseSite):
             self._port,
             backlog=self._backlog,
             reuse_address=True,
+            reuse_port=self._reuse_port,
             ssl=self._ssl_context,
             # The handshake comes before the header's own deadline starts: same budget.
             ssl_handshake_timeout=self._guard.header_timeout if self._ssl_context else None,

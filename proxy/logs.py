@@ -49,6 +49,10 @@ def _context(record: logging.LogRecord) -> dict[str, str]:
 
 
 class _JsonFormatter(logging.Formatter):
+    def __init__(self, process: str) -> None:
+        super().__init__()
+        self._process = process
+
     def format(self, record: logging.LogRecord) -> str:
         entry = {
             "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
@@ -58,14 +62,17 @@ class _JsonFormatter(logging.Formatter):
             "message": record.getMessage(),
             **_context(record),
         }
+        if self._process:
+            entry["process"] = self._process
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return orjson.dumps(entry).decode()
 
 
 class _TextFormatter(logging.Formatter):
-    def __init__(self) -> None:
-        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    def __init__(self, process: str = "") -> None:
+        tag = f"[{process}] " if process else ""
+        super().__init__(f"%(asctime)s %(levelname)s {tag}%(name)s: %(message)s")
 
     def formatMessage(self, record: logging.LogRecord) -> str:
         line = super().formatMessage(record)
@@ -75,9 +82,10 @@ class _TextFormatter(logging.Formatter):
         return line + " [" + " ".join(f"{k}={v}" for k, v in fields.items()) + "]"
 
 
-def setup_logging(level: str = "INFO", json_format: bool = False) -> None:
+def setup_logging(level: str = "INFO", json_format: bool = False, process: str = "") -> None:
+    """``process`` names the process in every line (``worker-1``) when several log at once."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_JsonFormatter() if json_format else _TextFormatter())
+    handler.setFormatter(_JsonFormatter(process) if json_format else _TextFormatter(process))
     handler.addFilter(_ContextFilter())
     root = logging.getLogger()
     root.handlers[:] = [handler]

@@ -54,7 +54,8 @@ def rules_file(tmp_path: Path) -> Path:
     return path
 
 
-async def line(stream: asyncio.StreamReader) -> str:
+async def line(stream: asyncio.StreamReader | None) -> str:
+    assert stream is not None, "the process was started without this pipe"
     return (await asyncio.wait_for(stream.readline(), 30)).decode()
 
 
@@ -122,8 +123,8 @@ async def test_tap_needs_a_token_and_shows_a_token_only_its_namespaces(start_pro
             asyncio.create_task(watch("default-route", "secret-admin", {"rule": "(default)"})),
         ]
         try:
-            for event in connected.values():
-                await asyncio.wait_for(event.wait(), 30)
+            for ready in connected.values():
+                await asyncio.wait_for(ready.wait(), 30)
             events = [run_event(namespace=ns) for ns in ("team-b", "team-a", "team-c", "team-a")]
             for event in events:
                 assert (await post(f"{url}/api/v1/lineage", event, **ADMIN))[0] == 200
@@ -193,7 +194,7 @@ def test_sigterm_ends_an_open_tap_instead_of_waiting_for_it(broker):
             stderr=subprocess.PIPE,
             text=True,
         )
-        assert "watching" in tap.stderr.readline()
+        assert tap.stderr is not None and "watching" in tap.stderr.readline()
         started = time.monotonic()
         proxy.send_signal(signal.SIGTERM)
         assert proxy.wait(timeout=150) == 0, proxy.log()

@@ -48,7 +48,7 @@ def test_bash_completes_subcommands_from_a_prefix():
 
 
 def test_bash_completes_the_options_and_choices_of_the_command_at_hand():
-    assert _complete("lineage-proxy serve --") == ["--config", "--help", "--port"]
+    assert _complete("lineage-proxy serve --") == ["--config", "--help", "--port", "--workers"]
     assert _complete("lineage-proxy rules test --c") == ["--cases", "--config"]
     assert _complete("lineage-proxy --config x.yaml schema ") == ["config", "rules"]
     assert _complete("lineage-proxy completion ") == ["bash", "fish", "zsh"]

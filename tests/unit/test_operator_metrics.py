@@ -13,8 +13,10 @@ from proxy import __version__
 from proxy.metrics import ProxyMetrics
 from routing_rules.stats import RoutingStats
 
+Series = tuple[str, frozenset[tuple[str, str]]]
 
-def _samples(exposition: bytes) -> dict[tuple[str, frozenset], float]:
+
+def _samples(exposition: bytes) -> dict[Series, float]:
     return {
         (sample.name, frozenset(sample.labels.items())): sample.value
         for family in text_string_to_metric_families(exposition.decode())
@@ -40,8 +42,8 @@ def test_last_reload_gauges_follow_the_last_load_and_appear_only_after_one():
     metrics = ProxyMetrics()
     stats = RoutingStats()
     metrics.registry.register(stats)
-    success = ("lineage_proxy_rules_last_reload_success", frozenset())
-    when = ("lineage_proxy_rules_last_reload_timestamp_seconds", frozenset())
+    success: Series = ("lineage_proxy_rules_last_reload_success", frozenset())
+    when: Series = ("lineage_proxy_rules_last_reload_timestamp_seconds", frozenset())
     assert success not in _samples(metrics.exposition())
     before = time.time()
     stats.loaded(True)  # the load at start

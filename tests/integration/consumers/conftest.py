@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +40,7 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(10)
 
 
-def produce(bootstrap: str, topic: str, messages: list[tuple[str | None, bytes]]) -> None:
+def produce(bootstrap: str, topic: str, messages: Sequence[tuple[str | None, bytes]]) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
     for key, value in messages:
         producer.produce(topic, value=value, key=key)

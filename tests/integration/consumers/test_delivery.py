@@ -59,7 +59,9 @@ async def test_target_down_for_a_while_then_up_loses_nothing(broker, topic_with)
         await marquez.down()
         async with running(broker.bootstrap_servers, config) as daemon:
             await asyncio.to_thread(produce, broker.bootstrap_servers, topic, encoded(events))
-            await wait_for(lambda: daemon.breaker.state != "closed", what="circuit to open")
+            await wait_for(
+                lambda: daemon.breaker.state is not CircuitState.CLOSED, what="circuit to open"
+            )
             await asyncio.sleep(
                 0.5
             )  # well past max_attempts times the backoff: nothing may give up
