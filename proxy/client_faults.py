@@ -61,9 +61,8 @@ class ClientFaults:
         so they are left out)."""
         # The request's id while it is handled; the client's header when called outside.
         request_id = REQUEST_ID.get() or request.headers.get(_REQUEST_ID)
-
         pointers = [d["pointer"] for d in details if "pointer" in d]
-        self.recent.add(status, reason, error, pointers, request.headers.get(_REQUEST_ID))
+        self.recent.add(status, reason, error, pointers, request_id)
         where = f" at {pointers[0]}" if pointers else ""
         if len(pointers) > 1:
             where += f" (+{len(pointers) - 1})"
