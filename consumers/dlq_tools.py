@@ -15,7 +15,6 @@ operator can note what was done; re-driving twice sends twice.
 
 from __future__ import annotations
 
-import logging
 import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -29,6 +28,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 from consumers.config import ConsumerConfig
 from consumers.replay import ReplayResult, replay_target, send_one
 from proxy.destinations.config import KafkaConfig, connection_settings
+from proxy.destinations.kafka_client_logs import kafka_client_config
 from proxy.yaml_source import ConfigError
 
 __all__ = [
@@ -206,7 +206,7 @@ def reader_settings(kafka: KafkaConfig) -> dict[str, Any]:
 def read_dead_letters(kafka: KafkaConfig, topic: str) -> list[DeadLetter]:
     """Blocking: every record of ``topic`` up to each partition's end when it is reached,
     ordered by time (then partition, offset). ConfigError if there is no such topic."""
-    consumer = Consumer(reader_settings(kafka), logger=logging.getLogger("librdkafka"))
+    consumer = Consumer(kafka_client_config(reader_settings(kafka)))
     try:
         partitions = _partitions(consumer, topic)
         records = list(_read_to_the_end(consumer, topic, partitions))
