@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +45,18 @@ def status(url: str) -> dict[str, Any]:
     answer = requests.get(f"{url}/api/v1/status", timeout=10, headers={"Connection": "close"})
     answer.raise_for_status()
     return answer.json()
+
+
+def status_from_worker(url: str, worker: int) -> dict[str, Any]:
+    """Ask until ``worker`` answers; a request that reached a stopped worker times out."""
+    for _ in range(20):
+        with contextlib.suppress(requests.Timeout):
+            answer = requests.get(
+                f"{url}/api/v1/status", timeout=6, headers={"Connection": "close"}
+            ).json()
+            if answer["answered_by"] == worker:
+                return answer
+    raise AssertionError(f"worker {worker} never answered")
 
 
 def refuse(url: str, index: int) -> int:
@@ -85,6 +99,13 @@ async def test_status_and_tap_on_any_worker_show_every_workers_events_and_refusa
         tap.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await tap
+        # A worker that cannot answer (stopped) is shown down; the page still works.
+        stopped = answers[0]["workers"][1]["pid"]
+        os.kill(stopped, signal.SIGSTOP)
+        try:
+            alone = await asyncio.to_thread(status_from_worker, url, 0)
+        finally:
+            os.kill(stopped, signal.SIGCONT)
     finally:
         process.terminate()
         await asyncio.to_thread(process.wait, 60)
@@ -118,6 +139,9 @@ async def test_status_and_tap_on_any_worker_show_every_workers_events_and_refusa
         assert [r["time"] for r in rejections] == sorted(
             (r["time"] for r in rejections), reverse=True
         )
+    assert [(w["worker"], w["up"]) for w in alone["workers"]] == [(0, True), (1, False)]
+    assert alone["events"]["accepted"]["total"] == accepted_by_worker["0"]
+    assert alone["events"]["rejected"]["total"] == rejected_by_worker["0"]
     # The tap saw every watched event, whichever worker accepted it, once; no others.
     assert sorted(tapped) == sorted(wanted)
     assert process.returncode == 0, process.log()
