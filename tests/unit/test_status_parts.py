@@ -60,7 +60,7 @@ def test_p99_across_workers_comes_from_their_summed_buckets():
     assert _quantile(merged, "kafka", 0.99) == pytest.approx(0.091, abs=1e-9)
     assert merged.total("lineage_proxy_delivery_seconds_count") == 100
     # Neither worker alone says so.
-    assert _quantile(fast_worker, "kafka", 0.99) < 0.01
+    assert (_quantile(fast_worker, "kafka", 0.99) or 1.0) < 0.01
 
 
 def test_a_workers_share_survives_the_channel_unchanged():
