@@ -16,8 +16,12 @@ import requests
 from proxy.tap.client import tap_events
 from tests.faults.figures import report
 from tests.faults.load import post_events
-from tests.integration.test_workers import by_worker, samples, wait_until_both_listen
-from tests.processes import serve_process
+from tests.integration.test_workers import (
+    by_worker,
+    samples,
+    two_workers,
+    wait_until_both_listen,
+)
 from tests.sample_events import run_event
 
 pytestmark = pytest.mark.integration
@@ -72,14 +76,7 @@ def refuse(url: str, index: int) -> int:
 async def test_status_and_tap_on_any_worker_show_every_workers_events_and_refusals(
     broker, topic, tmp_path: Path
 ):
-    process, url = serve_process(
-        broker.bootstrap_servers,
-        "--workers",
-        "2",
-        kafka__topic=topic,
-        routing__archive_root=str(tmp_path),
-        server__run_consumers="[]",
-    )
+    process, url = two_workers(broker.bootstrap_servers, topic, tmp_path)
     seen: list[dict[str, Any]] = []
     try:
         await asyncio.to_thread(wait_until_both_listen, url, process)

@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from prometheus_client import CollectorRegistry, Histogram
 
 from proxy.exact_json import dumps, loads
 from proxy.readiness import Health
@@ -17,26 +16,13 @@ from proxy.status.parts import (
     merged_readings,
     newest_rejections,
 )
-from proxy.status.rates import Reading, read_registry
+from proxy.status.rates import Reading
 from proxy.status.rejections import Rejected
 from proxy.status.report import _quantile
 from proxy.tap.hub import TapHub, TappedEvent
 from routing_rules.ruleset import Route, Trace
 from tests.sample_events import run_event
-
-
-def latency_reading(*seconds: float) -> Reading:
-    registry = CollectorRegistry()
-    latency = Histogram(
-        "lineage_proxy_delivery_seconds",
-        "t",
-        ["destination"],
-        buckets=(0.01, 0.1, 1),
-        registry=registry,
-    )
-    for value in seconds:
-        latency.labels("kafka").observe(value)
-    return read_registry(registry)
+from tests.unit.test_status_figures import latency_reading
 
 
 def part(worker: int, reading: Reading, rejections: list[Rejected]) -> WorkerPart:
