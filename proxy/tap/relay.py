@@ -98,12 +98,12 @@ class TapRelay:
                 body = dumps([tapped.as_json() for tapped in batch])
                 if not await self._siblings.post(index, "/tap/events", body):
                     # Gone or too slow: it announces again if it still listens.
-                    self._hub.dropped_total += len(batch)
+                    self._hub.dropped_total += len(batch) + len(outbox)
                     self._end_lease(index)
 
     def _end_lease(self, index: int) -> None:
+        """Stop forwarding to ``index``; what its outbox holds is for nobody now."""
         self._leases.pop(index, None)
-        self._hub.dropped_total += len(self._outboxes[index])
         self._outboxes[index].clear()
         self._hub.set_forwarding(bool(self._leases))
 
