@@ -81,6 +81,10 @@ def consumer_settings(
         "heartbeat.interval.ms": heartbeat_interval_ms,
         "max.poll.interval.ms": max_poll_interval_ms,
         "auto.offset.reset": auto_offset_reset,
+        # A topic subscribed to before it exists (the in-process consumer starts before the
+        # proxy creates its topic) is only seen at the next metadata refresh: librdkafka's
+        # default of 5 minutes would hold the quick start's first events that long.
+        "topic.metadata.refresh.interval.ms": 10_000,
         **resolve_env_settings(overrides),
         # Not overridable: auto-commit would commit events the target never got.
         "enable.auto.commit": False,
