@@ -15,6 +15,7 @@ stays in the group).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import queue
 import threading
@@ -80,6 +81,10 @@ def consumer_settings(
         "heartbeat.interval.ms": heartbeat_interval_ms,
         "max.poll.interval.ms": max_poll_interval_ms,
         "auto.offset.reset": auto_offset_reset,
+        # A topic subscribed to before it exists (the in-process consumer starts before the
+        # proxy creates its topic) is only seen at the next metadata refresh: librdkafka's
+        # default of 5 minutes would hold the quick start's first events that long.
+        "topic.metadata.refresh.interval.ms": 10_000,
         **resolve_env_settings(overrides),
         # Not overridable: auto-commit would commit events the target never got.
         "enable.auto.commit": False,
@@ -132,7 +137,14 @@ class KafkaSource:
         self._loop = asyncio.get_running_loop()
         self._stopped = self._loop.create_future()
         self._fetching.set()
-        self._thread = threading.Thread(target=self._run, name="kafka-consume", daemon=True)
+        # The thread runs in a copy of the starter's context: its log lines (and the
+        # callbacks it hands to the loop) keep the daemon's log context fields.
+        self._thread = threading.Thread(
+            target=contextvars.copy_context().run,
+            args=(self._run,),
+            name="kafka-consume",
+            daemon=True,
+        )
         self._thread.start()
 
     def stop_fetching(self) -> None:
