@@ -62,6 +62,10 @@ def serve_process(
         "LINEAGE_PROXY__ROUTING__ARCHIVE_ROOT": str(ARCHIVE_ROOT),
         "LINEAGE_PROXY__KAFKA__SPOOL__DIRECTORY": str(fresh_spool_directory()),
         "LINEAGE_PROXY__CONSUMERS__ARCHIVE__TARGET__DIRECTORY": str(ARCHIVE_ROOT / "consumed"),
+        # One consumer group per topic: a group shared with an earlier test's process
+        # (gone, or reading another topic) makes this one wait through rebalances.
+        "LINEAGE_PROXY__CONSUMERS__ARCHIVE__GROUP_ID": "lineage-proxy.archive."
+        + settings.get("kafka__topic", "openlineage.events"),
         **{f"LINEAGE_PROXY__{key.upper()}": value for key, value in settings.items()},
     }
     fd, log_name = tempfile.mkstemp(prefix="lineage-proxy-serve-", suffix=".log")

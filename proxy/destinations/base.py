@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -62,6 +61,8 @@ async def deliver_each(
             return [await deliver(*calls[0])]
         except DeliveryError as exc:
             return [exc]
+    import asyncio  # here, not at the top: configs import this module and stay I/O-free
+
     results = await asyncio.gather(*(deliver(*args) for args in calls), return_exceptions=True)
     for result in results:
         if isinstance(result, BaseException) and not isinstance(result, DeliveryError):
