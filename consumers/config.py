@@ -96,8 +96,11 @@ class ConsumerConfig(StrictModel):
     group_id: str | None = None
     # Deliveries in flight at once, across partitions and run keys (order holds per key).
     concurrency: Annotated[int, Field(ge=1)] = 16
-    # Messages fetched but not yet delivered before fetching pauses (until half are done).
+    # Messages fetched and waiting for delivery (and their bytes) before fetching pauses,
+    # until half are taken; librdkafka's own prefetch is capped apart (8 MiB, see
+    # consumers/kafka_source.py; group.settings may change it).
     max_buffered: Annotated[int, Field(ge=2)] = 10_000
+    max_buffered_bytes: Annotated[int, Field(ge=1024)] = 16 * 1024 * 1024
     # How often delivered offsets are committed (also on rebalance and shutdown).
     commit_interval_seconds: Annotated[float, Field(gt=0)] = 1.0
     # SIGTERM waits this long for in-flight deliveries before committing and leaving.

@@ -22,7 +22,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -117,6 +117,7 @@ class ConsumerDaemon:
             self.topics,
             handler=self,
             max_buffered=config.max_buffered,
+            max_buffered_bytes=config.max_buffered_bytes,
             # revoke cancels deliveries still running after shutdown_timeout_seconds;
             # the margin lets them unwind before the thread stops waiting.
             revoke_timeout=config.shutdown_timeout_seconds + 5,
@@ -125,7 +126,10 @@ class ConsumerDaemon:
         self._lanes: dict[LaneKey, _Lane] = {}
         self._trackers: dict[Partition, OffsetTracker] = {}
         self._highs: dict[Partition, int] = {}
-        self._buffered = 0
+        # Messages (and value bytes) the source handed over that the lanes no longer hold:
+        # the source's side of the buffering bound (see consumers/kafka_source.py).
+        self.released_messages = 0
+        self.released_bytes = 0
         self._stopping = False
         self._unassigned_since: float | None = time.monotonic()
 
@@ -210,21 +214,25 @@ class ConsumerDaemon:
 
     # ---- messages in (the source's SourceHandler) ----
 
-    @property
-    def buffered(self) -> int:
-        return self._buffered
+    def _release(self, messages: Iterable[Message]) -> None:
+        count = size = 0
+        for message in messages:
+            count += 1
+            size += len(message)
+        self.released_messages += count
+        self.released_bytes += size
 
     def receive(self, messages: list[Message]) -> None:
         for message in messages:
             partition = (message.topic() or "", message.partition() or 0)
             tracker = self._trackers.get(partition)
             if tracker is None or self._stopping:
+                self._release((message,))
                 continue  # revoked meanwhile: its next owner reads it again
             tracker.add(message.offset() or 0)
             lane_key = (*partition, None if self._batch > 1 else message.key())
             lane = self._lanes.setdefault(lane_key, _Lane())
             lane.queue.append(message)
-            self._buffered += 1
             if lane.task is None:
                 lane.task = asyncio.create_task(self._drain(lane_key, lane))
 
@@ -274,7 +282,7 @@ class ConsumerDaemon:
         await asyncio.gather(*late, return_exceptions=True)
 
     def _drop_queued(self, lane: _Lane) -> None:
-        self._buffered -= len(lane.queue)
+        self._release(lane.queue)
         lane.queue.clear()
 
     # ---- delivery ----
@@ -284,7 +292,7 @@ class ConsumerDaemon:
             while lane.queue:
                 async with self._slots:
                     batch = [lane.queue.popleft() for _ in range(min(self._batch, len(lane.queue)))]
-                    self._buffered -= len(batch)
+                    self._release(batch)
                     await self._handle(batch)
         finally:
             lane.task = None
