@@ -1,7 +1,7 @@
 """Benchmark: the consumer daemon's events/s into a fast HTTP receiver, beside references.
 
 Run: ``.venv/bin/python bench/consumer_throughput.py`` (``--events``, ``--batch-size``,
-``--py-spy DIR`` to record a flame profile of each daemon run). Prints one JSON document on
+``--rounds``, ``--py-spy DIR`` to record profiles of the first round). Prints one JSON document on
 stdout; progress goes to stderr. N keyed events (the rich reference RunEvent, 64 runs) are
 produced once to a 6-partition topic on an embedded broker; each scenario then reads all
 of them from the start and delivers them to the ``parse`` reference server (bare aiohttp:
@@ -17,7 +17,8 @@ references measured in the same run (DESIGN.md §7):
   target: ordered lanes per run key, retries, breaker, commits, metrics.
 
 ``single`` posts one event per request (the target ratio is ``daemon_vs_naive_poster``),
-``batch`` posts arrays of ``--batch-size``. On a shared machine events/s move with the
+``batch`` posts arrays of ``--batch-size``; each runs ``--rounds`` naive/daemon pairs and
+reports the median ratio. On a shared machine events/s move with the
 neighbours' load; ``cpu_us_per_event`` (CPU time of the process per event delivered) moves
 much less and says where the cost is. The daemon's rate and CPU are taken between its first
 and last delivery (from its own ``/metrics``), so the group join is not counted. Latency is
@@ -31,6 +32,7 @@ import asyncio
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -232,7 +234,7 @@ def run_daemon(
                 break
             if process.poll() is not None:
                 raise RuntimeError("consumer exited early")
-            time.sleep(0.1)
+            time.sleep(0.25)  # a scrape costs the daemon CPU: not too often
         rss = peak_rss_mib(process.pid)
         threads = {
             name: seconds - threads.get(name, 0.0)
@@ -284,10 +286,55 @@ def _record_profile(pid: int, path: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen([*command, "--format", "raw", "-o", f"{path}.txt"], stdout=sys.stderr)
 
 
+def compare(
+    work: Path,
+    bootstrap: str,
+    url: str,
+    args: argparse.Namespace,
+    label: str,
+    batch: int,
+    raw: dict[str, Any],
+) -> dict[str, Any]:
+    """``args.rounds`` rounds of naive poster then daemon; the median of each round's
+    ratio (neighbours' load moves both runs of a round alike, rounds apart)."""
+    rounds = []
+    for n in range(args.rounds):
+        log(f"bench: naive_poster/{label} ({n + 1}/{args.rounds}) ...")
+        spy = None
+        if args.py_spy is not None and n == 0:
+            spy = _record_profile(os.getpid(), args.py_spy / f"naive-{label}")
+        try:
+            naive = asyncio.run(naive_post(bootstrap, url, args.events, batch))
+        finally:
+            if spy is not None:
+                spy.send_signal(signal.SIGINT)
+                spy.wait(timeout=60)
+        profile = args.py_spy if n == 0 else None
+        daemon = run_daemon(work, bootstrap, url, args.events, batch, f"{label}{n}", profile)
+        rounds.append((naive, daemon))
+
+    def median_ratio(figure: str) -> float:
+        ratios = sorted(d[figure] / n[figure] for n, d in rounds)
+        return round(ratios[len(ratios) // 2], 3)
+
+    return {
+        "naive_poster": [n for n, _ in rounds],
+        "daemon": [d for _, d in rounds],
+        "ratios": {
+            "daemon_vs_naive_poster": median_ratio("events_per_s"),
+            "daemon_vs_naive_poster_cpu_per_event": median_ratio("cpu_us_per_event"),
+            "daemon_vs_raw_consume": round(
+                statistics.median(d["events_per_s"] for _, d in rounds) / raw["events_per_s"], 3
+            ),
+        },
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=20_000)
     parser.add_argument("--batch-size", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=3, help="naive/daemon pairs per mode")
     parser.add_argument("--py-spy", type=Path, help="record each daemon run into this folder")
     args = parser.parse_args()
     if args.py_spy is not None:
@@ -307,24 +354,7 @@ def main() -> int:
             log("bench: raw_consume ...")
             raw = raw_consume(bootstrap, args.events)
             for label, batch in (("single", 1), ("batch", args.batch_size)):
-                log(f"bench: naive_poster/{label} ...")
-                naive = asyncio.run(naive_post(bootstrap, url, args.events, batch))
-                daemon = run_daemon(work, bootstrap, url, args.events, batch, label, args.py_spy)
-                results[label] = {
-                    "naive_poster": naive,
-                    "daemon": daemon,
-                    "ratios": {
-                        "daemon_vs_naive_poster": round(
-                            daemon["events_per_s"] / naive["events_per_s"], 3
-                        ),
-                        "daemon_vs_naive_poster_cpu_per_event": round(
-                            daemon["cpu_us_per_event"] / naive["cpu_us_per_event"], 3
-                        ),
-                        "daemon_vs_raw_consume": round(
-                            daemon["events_per_s"] / raw["events_per_s"], 3
-                        ),
-                    },
-                }
+                results[label] = compare(work, bootstrap, url, args, label, batch, raw)
             results["raw_consume"] = raw
         finally:
             receiver.terminate()
@@ -337,6 +367,7 @@ def main() -> int:
         "run_keys": RUNS,
         "concurrency": CONCURRENCY,
         "batch_size": args.batch_size,
+        "rounds": args.rounds,
         "cpus": os.cpu_count(),
         "results": results,
     }

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
 from confluent_kafka import Message, TopicPartition
 
 from consumers.config import ConsumerConfig
@@ -36,7 +35,8 @@ from consumers.dedupe import DedupeCache, event_identity
 from consumers.kafka_source import KafkaSource, Partition, consumer_settings
 from consumers.metrics import ConsumerMetrics
 from consumers.offsets import OffsetTracker
-from proxy.destinations.base import DeliveryError
+from consumers.poison import checked_event, parse_event
+from proxy.destinations.base import DeliveryError, reads_event
 from proxy.destinations.config import KafkaConfig, SpoolConfig, producer_settings
 from proxy.destinations.kafka import KafkaProducer
 from proxy.destinations.registry import DestinationResources, build_destination
@@ -122,6 +122,7 @@ class ConsumerDaemon:
             # the margin lets them unwind before the thread stops waiting.
             revoke_timeout=config.shutdown_timeout_seconds + 5,
         )
+        self._reads_event = True
         self._slots = asyncio.Semaphore(config.concurrency)
         self._lanes: dict[LaneKey, _Lane] = {}
         self._trackers: dict[Partition, OffsetTracker] = {}
@@ -159,6 +160,9 @@ class ConsumerDaemon:
             # A consumer's target always has a retry policy (ConsumerConfig sets it).
             assert isinstance(destination, RetryingDestination)
             self.destination = destination
+            # Dedupe needs the event's identity; else only a destination that reads the
+            # event needs the message parsed into a dict.
+            self._reads_event = self.dedupe is not None or reads_event(destination)
 
     def _opened(self) -> RetryingDestination:
         assert self.destination is not None, "open_destination() first"
@@ -302,7 +306,8 @@ class ConsumerDaemon:
     async def _handle(self, messages: list[Message]) -> None:
         ready: list[tuple[Message, dict[str, Any]]] = []
         for message in messages:
-            event = _parse(message)
+            value = message.value() or b""
+            event = parse_event(value) if self._reads_event else checked_event(value)
             if event is None:
                 await self._dead_letter(message, "poison: not a JSON object", None, "poison")
             elif self.dedupe is not None and self.dedupe.seen(event_identity(event)):
@@ -452,11 +457,3 @@ class ConsumerDaemon:
                 f"deliveries wait, next probe in {self.breaker.seconds_to_probe():.1f} s"
             )
         return problems
-
-
-def _parse(message: Message) -> dict[str, Any] | None:
-    try:
-        event = orjson.loads(message.value() or b"")
-    except orjson.JSONDecodeError:
-        return None
-    return event if isinstance(event, dict) else None

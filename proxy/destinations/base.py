@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["DeliveryError", "Destination", "TooLarge", "payload_limit"]
+__all__ = ["DeliveryError", "Destination", "TooLarge", "payload_limit", "reads_event"]
 
 
 class DeliveryError(Exception):
@@ -45,6 +45,15 @@ def payload_limit(destination: Destination) -> int | None:
     An optional attribute rather than part of the protocol: most kinds have no limit."""
     limit = getattr(destination, "max_payload_bytes", None)
     return limit if isinstance(limit, int) else None
+
+
+def reads_event(destination: Destination) -> bool:
+    """Whether ``destination`` uses the event dict its ``deliver`` is given, or only the
+    payload bytes (HTTP sends them as they are; ``reads_event = False`` says so). A caller
+    holding only bytes (a consumer) then need not build the dict.
+
+    An optional attribute rather than part of the protocol: most kinds read the event."""
+    return getattr(destination, "reads_event", True) is not False
 
 
 @runtime_checkable
