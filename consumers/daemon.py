@@ -433,6 +433,7 @@ class ConsumerDaemon:
             "circuit": self.breaker.state.value,
             "assigned": sorted(f"{t}[{p}]" for t, p in self._trackers),
             "lag": {f"{t}[{p}]": lag for (t, p), lag in self._lags().items()},
+            "buffered": dict(zip(("events", "bytes"), self.source.buffered(), strict=True)),
         }
 
     def _problems(self) -> list[str]:
