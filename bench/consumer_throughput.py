@@ -16,6 +16,10 @@ references measured in the same run (DESIGN.md §7):
 - ``daemon``: ``lineage-proxy consume`` (a separate process) with the generic ``http``
   target: ordered lanes per run key, retries, breaker, commits, metrics.
 
+``archive`` runs the daemon with an ``archive`` target (fsynced JSON Lines under a
+scratch folder) over the same N events: its peak RSS is the buffering bound at work
+(the whole topic is behind when it starts).
+
 ``single`` posts one event per request (the target ratio is ``daemon_vs_naive_poster``),
 ``batch`` posts arrays of ``--batch-size``; each runs ``--rounds`` naive/daemon pairs and
 reports the median ratio. On a shared machine events/s move with the
@@ -179,20 +183,23 @@ def _bucket_percentile(values: dict[str, float], quantile: float) -> float | Non
     return None
 
 
+def http_target(receiver: str, batch: int) -> dict[str, Any]:
+    target: dict[str, Any] = {"kind": "http", "url": receiver}
+    if batch > 1:
+        target["batch_events"] = batch
+    return target
+
+
 def run_daemon(
     work: Path,
     bootstrap: str,
-    receiver: str,
+    target: dict[str, Any],
     count: int,
-    batch: int,
     label: str,
     profile: Path | None = None,
 ) -> dict[str, Any]:
     log(f"bench: daemon/{label} ...")
     status = free_port()
-    target: dict[str, Any] = {"kind": "http", "url": receiver}
-    if batch > 1:
-        target["batch_events"] = batch
     config = work / f"{label}.yaml"
     config.write_text(
         yaml.safe_dump(
@@ -310,7 +317,8 @@ def compare(
                 spy.send_signal(signal.SIGINT)
                 spy.wait(timeout=60)
         profile = args.py_spy if n == 0 else None
-        daemon = run_daemon(work, bootstrap, url, args.events, batch, f"{label}{n}", profile)
+        target = http_target(url, batch)
+        daemon = run_daemon(work, bootstrap, target, args.events, f"{label}{n}", profile)
         rounds.append((naive, daemon))
 
     def median_ratio(figure: str) -> float:
@@ -356,6 +364,9 @@ def main() -> int:
             for label, batch in (("single", 1), ("batch", args.batch_size)):
                 results[label] = compare(work, bootstrap, url, args, label, batch, raw)
             results["raw_consume"] = raw
+            # The whole topic behind: what the buffering bound holds the process to.
+            archive = {"kind": "archive", "directory": str(work / "archive")}
+            results["archive"] = run_daemon(work, bootstrap, archive, args.events, "archive")
         finally:
             receiver.terminate()
             receiver.wait(timeout=30)

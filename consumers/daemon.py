@@ -4,7 +4,9 @@ Messages arrive from :class:`~consumers.kafka_source.KafkaSource` and are queued
 *lanes*: one per (partition, message key), so events of one run (one key) are delivered
 one after another in offset order while different runs and partitions proceed
 concurrently (at most ``concurrency`` deliveries at once). In batch mode (a target that
-takes JSON arrays) a lane is a whole partition and takes up to ``batch_events`` at once.
+takes JSON arrays) a lane is one of ``concurrency`` stripes of a partition's keys (a key
+always falls in the same stripe) and takes up to ``batch_events`` at once: arrays mix
+runs, and as many are in flight as single events would be.
 
 Each message ends exactly one way — delivered, skipped as a duplicate, or dead-lettered —
 and only then is its offset done. Only a message the target refuses (or that is not a
@@ -49,7 +51,8 @@ log = logging.getLogger(__name__)
 # How long closing waits for a republishing producer's queued messages.
 _CLOSE_FLUSH_SECONDS = 10.0
 
-LaneKey = tuple[str, int, bytes | None]
+# (topic, partition, message key) — or, in batch mode, (topic, partition, stripe of keys).
+LaneKey = tuple[str, int, bytes | int | None]
 
 
 @dataclass
@@ -93,6 +96,7 @@ class ConsumerDaemon:
         )
         self.destination: RetryingDestination | None = None
         self._batch = max(1, getattr(config.target, "batch_max_events", 1))
+        self._stripes = config.concurrency
         self._create_topics = create_topics
         self._topic_partitions = topic_partitions
         self._dlq_producer = KafkaProducer(producer_settings(bootstrap_servers, cluster_settings))
@@ -234,7 +238,8 @@ class ConsumerDaemon:
                 self._release((message,))
                 continue  # revoked meanwhile: its next owner reads it again
             tracker.add(message.offset() or 0)
-            lane_key = (*partition, None if self._batch > 1 else message.key())
+            key = message.key()
+            lane_key = (*partition, key if self._batch == 1 else hash(key) % self._stripes)
             lane = self._lanes.setdefault(lane_key, _Lane())
             lane.queue.append(message)
             if lane.task is None:

@@ -217,7 +217,12 @@ class KafkaSource:
                     # fetches nothing.
                     (consumer.pause if hold else consumer.resume)(consumer.assignment())
                     paused = hold
-                messages = consumer.consume(max(room, 1), 0.1)
+                # What librdkafka has queued, without waiting; when nothing is, wait for
+                # the first message only (a batch with a timeout would wait the whole
+                # timeout for a batch that is not full, with deliveries starved meanwhile).
+                messages = consumer.consume(room, 0) if room else []
+                if not messages:
+                    messages = consumer.consume(1, 0.1)
                 good = [m for m in messages if not self._is_error(m)]
                 if good:
                     self._hand_over(good)
