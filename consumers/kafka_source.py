@@ -14,8 +14,9 @@ Memory is bounded at both ends of the hand-over. librdkafka's own prefetch is ca
 On our side, the messages handed to the loop and not yet taken for delivery (or dropped)
 are counted here (handed, on this thread) minus there (released, on the loop): each
 counter has one writer, so no lock. A poll asks for no more messages than the room left
-under ``max_buffered`` and ``max_buffered_bytes``; when either is reached fetching pauses
-(the consumer keeps polling, so it stays in the group) until the loop is down to half.
+under ``max_buffered`` and ``max_buffered_bytes``; when either is reached fetching waits,
+and if the loop stays full for a second the partitions pause (the consumer keeps polling,
+so it stays in the group) until the loop is down to half.
 """
 
 from __future__ import annotations
@@ -48,6 +49,11 @@ PREFETCH_SETTINGS: dict[str, int] = {
     "queued.min.messages": 2_000,
     "fetch.max.bytes": 8 * 1024 * 1024,
 }
+# How long fetching waits with the loop full before pausing the partitions (a pause throws
+# librdkafka's read-ahead away; fetching it again takes a few hundred ms), and how often it
+# looks for room meanwhile. Rebalance callbacks wait at most this long.
+_PAUSE_AFTER = 1.0
+_FULL_WAIT = 0.005
 # Assumed size of a message before any was seen, to size the first poll under the byte
 # bound: Kafka's default largest message.
 _FIRST_SIZE_GUESS = 1024 * 1024
@@ -208,15 +214,25 @@ class KafkaSource:
             )
             next_watermarks = 0.0
             paused = False
+            full_since: float | None = None
             while not self._stopping.is_set():
                 self._serve_commits(consumer)
                 room = self._room(paused)
-                hold = not self._fetching.is_set() or room == 0
+                now = time.monotonic()
+                full_since = (full_since or now) if room == 0 else None
+                # Full for a moment (the loop frees room within milliseconds), fetching
+                # just waits: librdkafka keeps its bounded read-ahead. Full for longer (a
+                # slow or down target), the partitions pause — the consumer keeps polling
+                # (rebalances) but fetches nothing — until the loop is down to half.
+                hold = not self._fetching.is_set() or (
+                    full_since is not None and (paused or now - full_since >= _PAUSE_AFTER)
+                )
                 if hold != paused:
-                    # Paused, the consumer keeps polling (heartbeats, rebalances) but
-                    # fetches nothing.
                     (consumer.pause if hold else consumer.resume)(consumer.assignment())
                     paused = hold
+                if room == 0 and not paused:
+                    time.sleep(_FULL_WAIT)
+                    continue
                 # What librdkafka has queued, without waiting; when nothing is, wait for
                 # the first message only (a batch with a timeout would wait the whole
                 # timeout for a batch that is not full, with deliveries starved meanwhile).
