@@ -4,9 +4,11 @@ Messages arrive from :class:`~consumers.kafka_source.KafkaSource` and are queued
 *lanes*: one per (partition, message key), so events of one run (one key) are delivered
 one after another in offset order while different runs and partitions proceed
 concurrently (at most ``concurrency`` deliveries at once). In batch mode (a target that
-takes JSON arrays) a lane is one of ``concurrency`` stripes of a partition's keys (a key
-always falls in the same stripe) and takes up to ``batch_events`` at once: arrays mix
-runs, and as many are in flight as single events would be.
+takes JSON arrays) a lane is a stripe of a partition's keys (a key always falls in the
+same stripe) and takes up to ``batch_events`` at once: arrays mix runs, and the stripes of
+all assigned partitions together fill ``concurrency`` (more would only make arrays
+smaller). A partition's stripe count is fixed while it is assigned, so a key never moves
+to another lane.
 
 Each message ends exactly one way — delivered, skipped as a duplicate, or dead-lettered —
 and only then is its offset done. Only a message the target refuses (or that is not a
@@ -96,7 +98,6 @@ class ConsumerDaemon:
         )
         self.destination: RetryingDestination | None = None
         self._batch = max(1, getattr(config.target, "batch_max_events", 1))
-        self._stripes = config.concurrency
         self._create_topics = create_topics
         self._topic_partitions = topic_partitions
         self._dlq_producer = KafkaProducer(producer_settings(bootstrap_servers, cluster_settings))
@@ -130,6 +131,7 @@ class ConsumerDaemon:
         self._slots = asyncio.Semaphore(config.concurrency)
         self._lanes: dict[LaneKey, _Lane] = {}
         self._trackers: dict[Partition, OffsetTracker] = {}
+        self._stripes: dict[Partition, int] = {}  # batch mode: lanes per partition
         self._highs: dict[Partition, int] = {}
         # Messages (and value bytes) the source handed over that the lanes no longer hold:
         # the source's side of the buffering bound (see consumers/kafka_source.py).
@@ -239,7 +241,10 @@ class ConsumerDaemon:
                 continue  # revoked meanwhile: its next owner reads it again
             tracker.add(message.offset() or 0)
             key = message.key()
-            lane_key = (*partition, key if self._batch == 1 else hash(key) % self._stripes)
+            lane_key = (
+                *partition,
+                key if self._batch == 1 else hash(key) % self._stripes[partition],
+            )
             lane = self._lanes.setdefault(lane_key, _Lane())
             lane.queue.append(message)
             if lane.task is None:
@@ -248,6 +253,9 @@ class ConsumerDaemon:
     def assigned(self, partitions: list[Partition]) -> None:
         for partition in partitions:
             self._trackers[partition] = OffsetTracker()
+        share = -(-self.config.concurrency // max(1, len(self._trackers)))  # rounded up
+        for partition in partitions:
+            self._stripes.setdefault(partition, share)  # never changed under queued events
         if self._trackers:
             self._unassigned_since = None
 
@@ -260,6 +268,7 @@ class ConsumerDaemon:
         offsets = []
         for partition in partitions:
             tracker = self._trackers.pop(partition, None)
+            self._stripes.pop(partition, None)
             if tracker is not None and (offset := tracker.to_commit()) is not None:
                 offsets.append(TopicPartition(*partition, offset))
             self.metrics.forget_partition(*partition)
@@ -272,6 +281,7 @@ class ConsumerDaemon:
                 self._drop_queued(lane)
         for partition in partitions:
             self._trackers.pop(partition, None)
+            self._stripes.pop(partition, None)
             self.metrics.forget_partition(*partition)
         self._note_if_unassigned()
 
