@@ -16,6 +16,13 @@ numbers on a shared 2-core machine are noise:
   off (``validation.mode: strict``) — ``valid_with_vs_without_repairs`` should be ≈ 1,
   repairs run only after validation failed — and an event with a naive ``eventTime``
   that gets repaired (``repaired_vs_valid``: what a repair costs when it does run).
+- ``workers``: the proxy with ``--workers 1`` and ``--workers 2`` at c=128 — ``two_vs_one_worker``
+  is the scaling (on a 2-core machine wrk shares the cores, so expect well below 2).
+- ``rss``: the proxy as shipped (default config, the archive consumer in-process) and the
+  proxy alone, each under c=256 for 60 s, RSS of all its processes sampled every second:
+  max, first vs last 10 s and the slope (the target: ≤ 200 MB and flat).
+
+``--quick`` shortens every phase (a smoke run: the figures mean little).
 
 Load comes from ``wrk`` (a separate C process) so the load generator is not the limit.
 """
@@ -29,6 +36,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -156,10 +164,16 @@ def main() -> int:
     parser.add_argument("--batch-size", type=int, default=100)
     parser.add_argument(
         "--scenarios",
-        default="single,batch,routing,repairs",
-        help="comma-separated subset of single,batch,routing,repairs (default: all)",
+        default="single,batch,routing,repairs,workers,rss",
+        help="comma-separated subset of single,batch,routing,repairs,workers,rss (default: all)",
+    )
+    parser.add_argument("--rss-seconds", type=int, default=60, help="per RSS run (default 60)")
+    parser.add_argument(
+        "--quick", action="store_true", help="3 s per scenario, 10 s per RSS run: a smoke run"
     )
     args = parser.parse_args()
+    if args.quick:
+        args.seconds, args.rss_seconds = 3, 10
     wanted = set(args.scenarios.split(","))
     if shutil.which("wrk") is None:
         log("bench: wrk not found; install it (apt-get install wrk) or use scripts/bench.sh")
@@ -231,6 +245,10 @@ def main() -> int:
             results["routing"] = routing_scenario(proxy, proxy_env, port, single, work, args)
         if "repairs" in wanted:
             results["repairs"] = repairs_scenario(proxy, proxy_env, port, single, naive, args)
+        if "workers" in wanted:
+            results["workers"] = workers_scenario(proxy, proxy_env, port, single, args)
+        if "rss" in wanted:
+            results["rss"] = rss_scenario(proxy, proxy_env, port, single, work, args)
     report = {
         "benchmark": "http_ingest",
         "event_bytes": single.stat().st_size,
@@ -300,6 +318,196 @@ def repairs_scenario(
         "repaired_vs_valid": round(repairs["repaired"]["events_per_s"] / on["events_per_s"], 3),
     }
     return repairs
+
+
+WORKERS_CONNECTIONS = 128
+RSS_CONNECTIONS = 256
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and every process below it (the proxy's workers), from /proc."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # The command name (2nd field) may hold spaces: fields after the last ")".
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    tree, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        tree.append(current)
+        todo += children.get(current, [])
+    return tree
+
+
+def tree_memory_mib(pid: int, field: str) -> float:
+    """``field`` (VmRSS now, VmHWM peak) summed over the process tree, in MiB."""
+    total = 0
+    for member in process_tree(pid):
+        try:
+            lines = Path(f"/proc/{member}/status").read_text().splitlines()
+        except OSError:
+            continue
+        total += next((int(x.split()[1]) for x in lines if x.startswith(field + ":")), 0)
+    return round(total / 1024, 1)
+
+
+def wrk_figures(stats: dict[str, Any]) -> dict[str, Any]:
+    """Single events/s, p50/p99 and failures from :func:`run_wrk`'s summary."""
+    return {
+        "events_per_s": round(stats["requests"] / (stats["duration_us"] / 1e6), 1),
+        "p50_ms": round(stats["p50_us"] / 1000, 3),
+        "p99_ms": round(stats["p99_us"] / 1000, 3),
+        "non_2xx": stats["non_2xx"],
+        "socket_errors": stats["socket_errors"],
+    }
+
+
+def serve_under_load(
+    name: str,
+    command: list[str],
+    env: dict[str, str],
+    port: int,
+    body: Path,
+    connections: int,
+    seconds: int,
+    workers: int = 1,
+    rss_every: float | None = None,
+) -> dict[str, Any]:
+    """Start the server, warm it up, load it with wrk; ``rss_every``: sample the process
+    tree's RSS that often during the load. With several ``workers``, waits until every
+    one answers (one ready early would take every connection)."""
+    log(f"bench: {name} ...")
+    process = subprocess.Popen(command, env={**os.environ, **env}, cwd=REPO)
+    samples: list[float] = []
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(rss_every):
+            samples.append(tree_memory_mib(process.pid, "VmRSS"))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_http(base + "/healthz", process)
+        if workers > 1:
+            wait_workers(base, workers, process)
+        run_wrk(base + LINEAGE, body, 2, connections)
+        if rss_every is not None:
+            samples.append(tree_memory_mib(process.pid, "VmRSS"))
+            sampler.start()
+        stats = run_wrk(base + LINEAGE, body, seconds, connections)
+        stop.set()
+        if sampler.is_alive():
+            sampler.join()
+        processes = len(process_tree(process.pid))
+        peak = tree_memory_mib(process.pid, "VmHWM")
+    finally:
+        stop.set()
+        process.terminate()
+        process.wait(timeout=60)
+    result = {
+        **wrk_figures(stats),
+        "peak_rss_mib_sum": peak,
+        "processes": processes,
+        "exit_code": process.returncode,
+    }
+    if rss_every is not None:
+        result["rss_mib_per_second"] = samples
+    return result
+
+
+def wait_workers(base: str, workers: int, process: subprocess.Popen[bytes]) -> None:
+    """Until /metrics shows every worker up (lineage_proxy_worker_up)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"proxy exited early ({process.returncode})")
+        text = requests.get(base + "/metrics", timeout=5).text
+        up = [x for x in text.splitlines() if x.startswith("lineage_proxy_worker_up{")]
+        if sum(x.endswith(" 1.0") for x in up) == workers:
+            return
+        time.sleep(0.2)
+    raise TimeoutError(f"{workers} workers not up at {base}")
+
+
+def workers_scenario(
+    proxy: list[str], proxy_env: dict[str, str], port: int, single: Path, args: argparse.Namespace
+) -> dict[str, Any]:
+    """One worker against two at c=128, same event, same run."""
+    scenario: dict[str, Any] = {
+        f"workers_{n}": serve_under_load(
+            f"workers/{n}",
+            [*proxy, "--workers", str(n)],
+            proxy_env,
+            port,
+            single,
+            WORKERS_CONNECTIONS,
+            args.seconds,
+            workers=n,
+        )
+        for n in (1, 2)
+    }
+    scenario["ratios"] = {
+        "two_vs_one_worker": round(
+            scenario["workers_2"]["events_per_s"] / scenario["workers_1"]["events_per_s"], 3
+        )
+    }
+    scenario["connections"] = WORKERS_CONNECTIONS
+    return scenario
+
+
+def rss_trend(samples: list[float]) -> dict[str, float]:
+    """Max, first vs last 10 samples (one a second), and the least-squares slope after
+    the first 10 (start-up buffers fill there; a leak shows as a steady slope after)."""
+    window = max(1, min(10, len(samples) // 2))
+    first = sum(samples[:window]) / window
+    last = sum(samples[-window:]) / window
+    steady = samples[window:]
+    n = len(steady)
+    mean_x, mean_y = (n - 1) / 2, sum(steady) / max(n, 1)
+    spread = sum((x - mean_x) ** 2 for x in range(n)) or 1.0
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in enumerate(steady)) / spread
+    return {
+        "max_mib": max(samples),
+        "first_10s_mib": round(first, 1),
+        "last_10s_mib": round(last, 1),
+        "last_minus_first_mib": round(last - first, 1),
+        "steady_slope_mib_per_min": round(slope * 60, 2),
+    }
+
+
+def rss_scenario(
+    proxy: list[str],
+    proxy_env: dict[str, str],
+    port: int,
+    single: Path,
+    work: Path,
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """RSS of every proxy process under c=256, sampled each second: as shipped (the
+    archive consumer in-process, writing to scratch) and the proxy alone."""
+    shipped = {
+        **proxy_env,
+        "LINEAGE_PROXY__SERVER__RUN_CONSUMERS": "[archive]",
+        "LINEAGE_PROXY__CONSUMERS__ARCHIVE__TARGET__DIRECTORY": str(work / "consumed"),
+    }
+    scenario: dict[str, Any] = {"connections": RSS_CONNECTIONS, "seconds": args.rss_seconds}
+    for name, env in (("with_archive_consumer", shipped), ("proxy_alone", proxy_env)):
+        run = serve_under_load(
+            f"rss/{name}",
+            proxy,
+            env,
+            port,
+            single,
+            RSS_CONNECTIONS,
+            args.rss_seconds,
+            rss_every=1.0,
+        )
+        scenario[name] = {**run, **rss_trend(run["rss_mib_per_second"])}
+    return scenario
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from proxy.destinations.config import (
 from proxy.destinations.http.targets import HttpTargetConfig
 from proxy.destinations.retry_config import BreakerConfig, RetryConfig
 from proxy.strict import StrictModel
+from proxy.tls import TlsConfig
 
 __all__ = [
     "BreakerConfig",
@@ -59,7 +60,9 @@ def _http_target_directly(value: Any) -> Any:
 class GroupConfig(StrictModel):
     """Consumer-group settings. Defaults suit production; tests shorten the timeouts."""
 
+    # A member not heard from for this long is dropped from the group.
     session_timeout_ms: Annotated[int, Field(ge=1000)] = 45_000
+    # How often a member tells the group it is alive (well below session_timeout_ms).
     heartbeat_interval_ms: Annotated[int, Field(ge=100)] = 3_000
     # A member that does not poll for this long leaves the group (its partitions move).
     max_poll_interval_ms: Annotated[int, Field(ge=1000)] = 300_000
@@ -70,6 +73,8 @@ class GroupConfig(StrictModel):
 
 
 class DeadLetterConfig(StrictModel):
+    # Send events the target refuses (and unparsable messages) to the dead-letter topic
+    # with the reason.
     enabled: bool = True
     # Where refused and poison messages go; "{topic}" is the source topic.
     topic: str = "{topic}.dlq"
@@ -83,12 +88,16 @@ class DedupeConfig(StrictModel):
     disk); give every daemon process its own journal.
     """
 
+    # Skip an event already delivered (helps targets without idempotency, like Marquez).
     enabled: bool = False
+    # Events remembered; the least recently seen are forgotten beyond this.
     max_entries: Annotated[int, Field(ge=1)] = 100_000
+    # File the cache is appended to and reloaded from at start; null: memory only.
     journal: Path | None = None
 
 
 class ConsumerConfig(StrictModel):
+    # Where events go; kind: http, marquez, egeria, datahub, archive or kafka.
     target: Annotated[ConsumerTarget, BeforeValidator(_http_target_directly)]
     # Topics to read; null means the proxy's kafka.topic.
     topics: list[str] | None = None
@@ -96,22 +105,30 @@ class ConsumerConfig(StrictModel):
     group_id: str | None = None
     # Deliveries in flight at once, across partitions and run keys (order holds per key).
     concurrency: Annotated[int, Field(ge=1)] = 16
-    # Messages fetched and waiting for delivery (and their bytes) before fetching pauses,
-    # until half are taken; librdkafka's own prefetch is capped apart (8 MiB, see
-    # consumers/kafka_source.py; group.settings may change it).
+    # Events fetched and waiting for delivery, at most: fetching waits at the bound (and
+    # pauses if it lasts), until half are taken.
     max_buffered: Annotated[int, Field(ge=2)] = 10_000
+    # The same bound in bytes of those events. librdkafka's own read-ahead is capped apart
+    # (8 MiB; group.settings may change it).
     max_buffered_bytes: Annotated[int, Field(ge=1024)] = 16 * 1024 * 1024
     # How often delivered offsets are committed (also on rebalance and shutdown).
     commit_interval_seconds: Annotated[float, Field(gt=0)] = 1.0
     # SIGTERM waits this long for in-flight deliveries before committing and leaving.
     shutdown_timeout_seconds: Annotated[float, Field(gt=0)] = 30.0
+    # Consumer-group timeouts, start offset and librdkafka settings.
     group: GroupConfig = Field(default_factory=GroupConfig)
+    # Where refused events go.
     dead_letter: DeadLetterConfig = Field(default_factory=DeadLetterConfig)
+    # Skipping events already delivered.
     dedupe: DedupeConfig = Field(default_factory=DedupeConfig)
+    # When a failing target's circuit opens and how it is probed.
     circuit_breaker: BreakerConfig = Field(default_factory=BreakerConfig)
     # /metrics and /healthz of this daemon; null: no status server.
     status_host: str = "127.0.0.1"
+    # Port of the status server (/metrics, /healthz); null: none.
     status_port: Annotated[int, Field(ge=0, le=65535)] | None = None
+    # HTTPS on the status port, the same keys as server.tls; null: plain HTTP.
+    status_tls: TlsConfig | None = None
 
     @field_validator("target")
     @classmethod
@@ -129,9 +146,11 @@ class ConsumerConfig(StrictModel):
         return target.model_copy(update={"retry": retry.until_delivered()})
 
     def with_paths_under(self, base: Path) -> ConsumerConfig:
-        """Relative file paths (dedupe journal, archive directory) resolved against the
-        config file's folder."""
+        """Relative file paths (dedupe journal, archive directory, status TLS files)
+        resolved against the config file's folder."""
         config = self
+        if config.status_tls is not None:
+            config = config.model_copy(update={"status_tls": config.status_tls.under(base)})
         journal = config.dedupe.journal
         if journal is not None and not journal.is_absolute():
             dedupe = config.dedupe.model_copy(update={"journal": base / journal})

@@ -43,6 +43,7 @@ from consumers.poison import checked_event, parse_event
 from proxy.destinations.base import DeliveryError, reads_event
 from proxy.destinations.config import KafkaConfig, SpoolConfig, producer_settings
 from proxy.destinations.kafka import KafkaProducer
+from proxy.destinations.kafka_client_logs import failure_reason
 from proxy.destinations.registry import DestinationResources, build_destination
 from proxy.destinations.retry import CircuitBreaker, CircuitState, RetryingDestination
 
@@ -203,7 +204,7 @@ class ConsumerDaemon:
             try:
                 await asyncio.to_thread(self._dlq_producer.ensure_topics, topics, 5.0)
             except Exception as exc:  # the broker may come later; DLQ produce retries
-                log.warning("could not ensure dead-letter topics: %s", exc)
+                log.warning("could not ensure dead-letter topics: %s", failure_reason(exc))
 
     async def _shutdown(self) -> None:
         log.info("consumer %s: stopping; finishing in-flight deliveries", self.name)

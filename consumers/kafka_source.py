@@ -34,6 +34,7 @@ from typing import Any, Protocol
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from proxy.destinations.config import connection_settings, resolve_env_settings
+from proxy.destinations.kafka_client_logs import cluster_log, kafka_client_config
 
 __all__ = ["PREFETCH_SETTINGS", "KafkaSource", "SourceHandler", "consumer_settings"]
 
@@ -205,10 +206,7 @@ class KafkaSource:
         assert self._loop is not None and self._stopped is not None
         consumer: Consumer | None = None
         try:
-            consumer = Consumer(
-                {**self.settings, "error_cb": self._kafka_error},
-                logger=logging.getLogger("librdkafka"),
-            )
+            consumer = Consumer(kafka_client_config(self.settings, self._kafka_error))
             consumer.subscribe(
                 self.topics, on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._lost
             )
@@ -299,19 +297,17 @@ class KafkaSource:
         if err is None:
             return False
         if err.code() != KafkaError._PARTITION_EOF:
-            log.warning("Kafka consumer: %s", err)
+            # Throttled: a broker that is gone can make every consume() return one.
+            cluster_log(self.settings["bootstrap.servers"]).error(err)
         return True
 
     def _kafka_error(self, error: KafkaError) -> None:
+        # Logged already, throttled, by the cluster's log (kafka_client_logs): here only
+        # what /healthz reports.
         if error.code() == KafkaError._ALL_BROKERS_DOWN:
             if self.unreachable_since is None:
                 self.unreachable_since = time.monotonic()
-                log.warning("Kafka unreachable: %s", error.str())
-            self.unreachable_reason = error.str()
-        elif error.code() == KafkaError._TRANSPORT:  # each failed reconnect, every few ms
-            log.debug("Kafka consumer: %s", error.str())
-        else:
-            log.warning("Kafka consumer: %s", error.str())
+            self.unreachable_reason = error.str() or error.name()
 
     def _check_reachable(self, consumer: Consumer) -> None:
         """Clear the "unreachable" mark once a broker answers a metadata request
@@ -320,7 +316,6 @@ class KafkaSource:
             consumer.list_topics(self.topics[0], timeout=1.0)
         except KafkaException:
             return
-        log.info("Kafka reachable again")
         self.unreachable_since = None
 
     def _queued_commits(self) -> Iterator[_CommitRequest]:

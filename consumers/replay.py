@@ -4,8 +4,10 @@ Reads the archive's finished files (``dt=YYYY-MM-DD/namespace=…/``, JSON Lines
 not — the layout of :mod:`proxy.destinations.archive`), keeps the events inside
 ``--since``/``--until``/``--namespace``, and sends them oldest first to a configured
 consumer's target (e.g. backfilling a fresh Marquez) or to a Kafka topic. One day is
-loaded and sorted at a time: an archive day is the UTC date of ``eventTime``, so days in
-order and events sorted within a day give the global order with one day in memory.
+sorted at a time: an archive day is the UTC date of ``eventTime``, so days in order and
+events sorted within a day give the global order. A day is sorted by
+:mod:`consumers.sorted_day` in bounded memory (sorted runs spilled to temporary files,
+then merged), so a day of any size replays without being held.
 
 Envelopes of refused events (the ``rejected`` route's ``rejected/`` directory) are
 unwrapped: the event inside is sent as it was sent, in the order of refusal, so a fix
@@ -21,7 +23,7 @@ with the idempotent producer).
 from __future__ import annotations
 
 import asyncio
-import gzip
+import itertools
 import logging
 import sys
 import time
@@ -35,6 +37,7 @@ import orjson
 from confluent_kafka import KafkaException
 
 from consumers.config import ConsumerConfig
+from consumers.sorted_day import LineReader, SortedDay, sort_day
 from proxy.destinations.archive import escape_partition_value, finished_files
 from proxy.destinations.base import DeliveryError, Destination
 from proxy.destinations.config import KafkaConfig, KafkaDestinationConfig, SpoolConfig
@@ -53,6 +56,8 @@ log = logging.getLogger(__name__)
 _NO_NAMESPACE = f"namespace={escape_partition_value('')}"
 # Topic deliveries awaited together: enough to keep the producer's batches full.
 _TOPIC_WINDOW = 1000
+# Sorted events read off the event loop at a time.
+_READ_WINDOW = 1000
 # How long the end of a replay waits for Kafka to confirm what is still queued.
 _FLUSH_SECONDS = 30.0
 
@@ -111,50 +116,48 @@ def _days(archive: Path, keep: ReplayFilter) -> dict[date, list[Path]]:
     return dict(sorted(days.items()))
 
 
-Entry = tuple[datetime, bytes, dict[str, Any]]
+def _line_reader(keep: ReplayFilter, result: ReplayResult) -> LineReader:
+    """What one archived line becomes: its event time and the bytes to send, or None
+    (unreadable, counted; or left out by ``keep``)."""
 
-
-def _read_day(paths: list[Path], keep: ReplayFilter, result: ReplayResult) -> list[Entry]:
-    """Blocking: the kept events of one day, sorted by event time (stable)."""
-    events = []
-    for path in paths:
-        data = path.read_bytes()
-        if path.name.endswith(".gz"):
-            data = gzip.decompress(data)
-        for line in data.splitlines():
-            if not line.strip():
-                continue
-            try:
-                event = orjson.loads(line)
-                when = parse_time(event["eventTime"])
-            except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+    def read(line: bytes) -> tuple[datetime, bytes] | None:
+        if not line.strip():
+            return None
+        try:
+            event = orjson.loads(line)
+            when = parse_time(event["eventTime"])
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            result.unreadable += 1
+            return None
+        refused = rejected_event(event)
+        if refused is not None:
+            # An envelope from the rejected route: send the event as it was sent, in
+            # the order it was refused.
+            if not isinstance(refused, dict):
                 result.unreadable += 1
-                continue
-            refused = rejected_event(event)
-            if refused is not None:
-                # An envelope from the rejected route: send the event as it was sent,
-                # in the order it was refused.
-                if not isinstance(refused, dict):
-                    result.unreadable += 1
-                    continue
-                event, line = refused, orjson.dumps(refused)
-            if keep.keeps(event, when):
-                events.append((when, line, event))
-    events.sort(key=lambda item: item[0])
-    return events
+                return None
+            event, line = refused, orjson.dumps(refused)
+        return (when, line) if keep.keeps(event, when) else None
+
+    return read
 
 
 async def archived_days(
     archive: Path, keep: ReplayFilter, result: ReplayResult
-) -> AsyncIterator[tuple[date, list[Entry], float]]:
-    """Per archive day, oldest first: the day's kept events in event-time order, and the
-    share of the archive's bytes (of the days kept) the day holds, for an ETA."""
+) -> AsyncIterator[tuple[date, SortedDay, float]]:
+    """Per archive day, oldest first: the day's kept events in event-time order (sorted
+    in bounded memory, closed once the next day is asked for), and the share of the
+    archive's bytes (of the days kept) the day holds, for an ETA."""
     days = await asyncio.to_thread(_days, archive, keep)
     sizes = {day: sum(path.stat().st_size for path in paths) for day, paths in days.items()}
     total = sum(sizes.values()) or 1
+    read = _line_reader(keep, result)
     for day, paths in days.items():
-        entries = await asyncio.to_thread(_read_day, paths, keep, result)
-        yield day, entries, sizes[day] / total
+        entries = await asyncio.to_thread(sort_day, paths, read)
+        try:
+            yield day, entries, sizes[day] / total
+        finally:
+            entries.close()
 
 
 def _duration(seconds: float) -> str:
@@ -188,7 +191,7 @@ class _Progress:
             f"replay: {day.isoformat()}  sent {result.sent}  failed {result.failed}  "
             f"{count / elapsed:.0f}/s"
         )
-        if 0 < done < 1:
+        if 0 < done < 1 - 1e-9:  # the shares' float sum may end a hair under 1
             line += f"  ETA {_duration(elapsed * (1 - done) / done)}"
         self.stream.write(f"\r{line}  " if self.terminal else f"{line}\n")
         self.stream.flush()
@@ -249,12 +252,16 @@ async def replay(
         raise
     try:
         behind = 0.0  # share of the archive's bytes of the days done
+        step = _TOPIC_WINDOW if to_topic else 1
         async for day, entries, share in archived_days(archive, keep, result):
-            step = _TOPIC_WINDOW if to_topic else 1
-            for start in range(0, len(entries), step):
-                window = entries[start : start + step]
-                await asyncio.gather(*(_send_one(destination, e, p, result) for _, p, e in window))
-                progress.show(day, result, behind + share * (start + step) / len(entries))
+            events, done = entries.events(), 0
+            # Read a window at a time off the loop (spilled runs are files).
+            while window := await asyncio.to_thread(list, itertools.islice(events, _READ_WINDOW)):
+                for start in range(0, len(window), step):
+                    batch = window[start : start + step]
+                    await asyncio.gather(*(_send_one(destination, e, p, result) for p, e in batch))
+                    done += len(batch)
+                    progress.show(day, result, behind + share * done / entries.count)
             behind += share
             progress.show(day, result, behind, force=True)
     finally:

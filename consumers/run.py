@@ -18,6 +18,7 @@ from consumers.config import ConsumerConfig
 from consumers.daemon import ConsumerDaemon
 from consumers.status import status_app
 from proxy.destinations.config import KafkaConfig
+from proxy.tls import ReloadableTls
 from proxy.yaml_source import ConfigError
 
 __all__ = ["consume_until_signalled", "running_daemons", "select_consumers"]
@@ -45,26 +46,44 @@ async def running_daemons(
     Yields the daemons' tasks: one ending early means that daemon failed.
     """
     stop = asyncio.Event()
+    # Certificates first: one that does not load fails the start before any Kafka client.
+    status_tls: dict[str, ReloadableTls] = {}
+    for name in names:
+        consumer = consumers[name]
+        if consumer.status_port is not None and consumer.status_tls is not None:
+            status_tls[name] = ReloadableTls(consumer.status_tls, f"consumers.{name}.status_tls")
     daemons = await _daemons(consumers, kafka, names)
     runners: list[web.AppRunner] = []
+    watchers = contextlib.AsyncExitStack()  # status ports' TLS files
     tasks = [asyncio.create_task(d.run(stop), name=f"consumer-{d.name}") for d in daemons]
     try:
         for daemon in daemons:
             consumer = consumers[daemon.name]
             if consumer.status_port is None:
                 continue
+            tls = status_tls.get(daemon.name)
             runner = web.AppRunner(status_app(daemon), access_log=None)
             await runner.setup()
-            await web.TCPSite(runner, consumer.status_host, consumer.status_port).start()
             runners.append(runner)
+            site = web.TCPSite(
+                runner,
+                consumer.status_host,
+                consumer.status_port,
+                ssl_context=tls.context if tls else None,
+            )
+            await site.start()
+            if tls is not None:
+                await watchers.enter_async_context(tls.watching())
             log.info(
-                "consumer %s: /metrics and /healthz on http://%s:%d",
+                "consumer %s: /metrics and /healthz on %s://%s:%d",
                 daemon.name,
+                "https" if tls else "http",
                 consumer.status_host,
                 consumer.status_port,
             )
         yield tasks
     finally:
+        await watchers.aclose()
         stop.set()
         results = await asyncio.gather(*tasks, return_exceptions=True)
         for runner in runners:

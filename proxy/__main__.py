@@ -4,4 +4,6 @@ import sys
 
 from proxy.cli import main
 
-sys.exit(main())
+# Guarded: worker processes (spawned, proxy/workers.py) import this module again.
+if __name__ == "__main__":
+    sys.exit(main())

@@ -22,19 +22,24 @@ from proxy.auth import Authenticator
 from proxy.client_faults import CLIENT_FAULTS, ClientFaults, ServerLog
 from proxy.config import ProxyConfig
 from proxy.connections import ConnectionGuard
-from proxy.destinations.kafka_spool import SpoolMetrics
+from proxy.destinations.kafka_spool import SpoolMetrics, SpoolRoots, spool_roots
 from proxy.destinations.registry import DestinationResources
 from proxy.http_errors import ClientFault, RequestError, error_response
 from proxy.lineage_endpoints import AUTHENTICATOR, CONFIG, PIPELINE, post_batch, post_event
 from proxy.live_rules import LiveRules
 from proxy.metrics import ProxyMetrics
 from proxy.pipeline import BestEffortQueue, EventPipeline
+from proxy.readiness import destination_health
+from proxy.status.endpoints import StatusPage
+from proxy.tap.endpoint import TAP, get_tap
+from proxy.tap.hub import TapHub
 from proxy.validation import EventValidator
 from proxy.validation.repairs import EventRepairer
+from proxy.worker_metrics import WorkerMetrics, WorkerSlot
 from routing_rules.loader import BUILTIN_RULES
 from routing_rules.stats import RoutingStats
 
-__all__ = ["CONNECTIONS", "METRICS", "RULES", "create_app", "server_options"]
+__all__ = ["CONNECTIONS", "METRICS", "RULES", "WORKER", "create_app", "server_options"]
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +47,9 @@ METRICS = web.AppKey("metrics", ProxyMetrics)
 RULES = web.AppKey("rules", LiveRules)
 VALIDATOR = web.AppKey("validator", EventValidator)
 CONNECTIONS = web.AppKey("connections", ConnectionGuard)
+# Set when this process is one worker of `serve --workers N` (absent: the only process).
+WORKER = web.AppKey("worker", WorkerSlot)
+WORKER_METRICS = web.AppKey("worker_metrics", WorkerMetrics)
 
 
 class ShutdownBudget:
@@ -106,25 +114,23 @@ async def _healthz(request: web.Request) -> web.Response:
 
 
 async def _readyz(request: web.Request) -> web.Response:
-    durable = [d for d in request.app[RULES].destinations if d.durable]
-    states = await asyncio.gather(*(d.ready() for d in durable))
-    checks = {d.name: ok for d, ok in zip(durable, states, strict=True)}
-    status = 200 if all(states) else 503
-    body: dict[str, Any] = {"ready": status == 200, "destinations": checks}
-    # Destinations that can say more (Kafka: whether it is spooling) add it here.
-    notes = {
-        d.name: note()
-        for d in durable
-        if (note := getattr(d, "readiness", None)) is not None and note() is not None
+    health = await destination_health([d for d in request.app[RULES].destinations if d.durable])
+    status = 200 if all(h.ready for h in health.values()) else 503
+    body: dict[str, Any] = {
+        "ready": status == 200,
+        "destinations": {name: h.ready for name, h in health.items()},
     }
+    # Destinations that can say more (Kafka: whether it is spooling) add it here.
+    notes = {name: h.details for name, h in health.items() if h.details is not None}
     if notes:
         body["details"] = notes
     return web.json_response(body, status=status)
 
 
 async def _metrics(request: web.Request) -> web.Response:
+    workers = request.app.get(WORKER_METRICS)
     return web.Response(
-        body=request.app[METRICS].exposition(),
+        body=request.app[METRICS].exposition() if workers is None else await workers.exposition(),
         headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"},
     )
 
@@ -132,7 +138,7 @@ async def _metrics(request: web.Request) -> web.Response:
 async def _destinations_lifecycle(app: web.Application) -> AsyncIterator[None]:
     config = app[CONFIG]
     routing = config.routing
-    resources = DestinationResources(config.kafka, routing.archive_root)
+    resources = DestinationResources(config.kafka, routing.archive_root, await _spool_roots(app))
     stats = RoutingStats()
     app[METRICS].registry.register(stats)
     app[METRICS].registry.register(SpoolMetrics(lambda: resources.spools))
@@ -147,7 +153,7 @@ async def _destinations_lifecycle(app: web.Application) -> AsyncIterator[None]:
         routing.best_effort_queue_size, routing.best_effort_concurrency, app[METRICS]
     )
     repairer = EventRepairer(config.validation.enabled_repairs())
-    pipeline = EventPipeline(app[VALIDATOR], router, app[METRICS], best_effort, repairer)
+    pipeline = EventPipeline(app[VALIDATOR], router, app[METRICS], best_effort, repairer, app[TAP])
     best_effort.start(pipeline.deliver_to)
     app[PIPELINE] = pipeline
     watcher = (
@@ -165,6 +171,22 @@ async def _destinations_lifecycle(app: web.Application) -> AsyncIterator[None]:
     await resources.close(budget.remaining())
 
 
+async def _spool_roots(app: web.Application) -> SpoolRoots:
+    directory = app[CONFIG].kafka.spool.directory
+    worker = app.get(WORKER)
+    if worker is None:
+        return await asyncio.to_thread(spool_roots, directory)
+    return await asyncio.to_thread(spool_roots, directory, worker.index, worker.count)
+
+
+async def _worker_metrics_lifecycle(app: web.Application) -> AsyncIterator[None]:
+    workers = WorkerMetrics(app[WORKER], app[METRICS])
+    await workers.start()
+    app[WORKER_METRICS] = workers
+    yield
+    await workers.close()
+
+
 def server_options(app: web.Application) -> dict[str, Any]:
     """Keyword arguments for aiohttp's runner that the proxy's guarantees depend on."""
     server = app[CONFIG].server
@@ -179,8 +201,9 @@ def server_options(app: web.Application) -> dict[str, Any]:
     }
 
 
-def create_app(config: ProxyConfig) -> web.Application:
-    """Build the app; ``config.kafka.bootstrap_servers`` must be a real address by now."""
+def create_app(config: ProxyConfig, worker: WorkerSlot | None = None) -> web.Application:
+    """Build the app; ``config.kafka.bootstrap_servers`` must be a real address by now.
+    ``worker``: this process's place among the workers of ``serve --workers N``."""
     metrics = ProxyMetrics()
     faults = ClientFaults(metrics)
     guard = ConnectionGuard(config.server, faults, metrics)
@@ -197,10 +220,20 @@ def create_app(config: ProxyConfig) -> web.Application:
     )
     app[SHUTDOWN] = ShutdownBudget(config.server.shutdown_timeout_seconds)
     app.on_shutdown.append(app[SHUTDOWN].start)
+    app[TAP] = TapHub()
+    metrics.registry.register(app[TAP])
+    app.on_shutdown.append(app[TAP].on_shutdown)
     app.cleanup_ctx.append(_destinations_lifecycle)
+    if worker is not None:
+        app[WORKER] = worker
+        app.cleanup_ctx.append(_worker_metrics_lifecycle)
     app.router.add_post(LINEAGE_PATH, post_event, name="lineage")
     app.router.add_post(LINEAGE_PATH + "/batch", post_batch, name="lineage_batch")
     app.router.add_get("/healthz", _healthz, name="healthz")
     app.router.add_get("/readyz", _readyz, name="readyz")
     app.router.add_get("/metrics", _metrics, name="metrics")
+    if config.server.tap:
+        app.router.add_get("/api/v1/tap", get_tap, name="tap")
+    if config.server.status_page:
+        StatusPage(metrics.registry, faults.recent, lambda: app[RULES].destinations).add_to(app)
     return app

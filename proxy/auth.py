@@ -1,7 +1,9 @@
 """Bearer-token authentication and per-token namespace scope.
 
-Tokens are compared in constant time (against every configured token, so timing does
-not even reveal which one matched). A token's scope is a list of globs per event kind:
+Tokens are compared in constant time as SHA-256 digests (against every configured token,
+so timing does not even reveal which one matched); config may therefore hold a token's
+digest (``token_sha256``) instead of the token. A verified client certificate may stand
+for a token (``client_cn``). A token's scope is a list of globs per event kind:
 
 * RunEvents and JobEvents: ``job.namespace`` must match ``namespaces`` — a token for
   ``team-a*`` posting a run of ``team-b`` is refused with 403. The datasets a run read
@@ -15,23 +17,43 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
-from pydantic import Field, SecretStr, model_validator
+from aiohttp import web
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from proxy.http_errors import RequestError
 from proxy.secrets import check_one_source, secret_value
 from proxy.strict import StrictModel
+from proxy.tls import client_common_name
 
-__all__ = ["ANONYMOUS", "AuthConfig", "Authenticator", "Principal", "TokenConfig"]
+__all__ = [
+    "ANONYMOUS",
+    "AuthConfig",
+    "Authenticator",
+    "Principal",
+    "TokenConfig",
+    "token_digest",
+]
+
+_SHA256_HEX = re.compile(r"[0-9a-fA-F]{64}")
 
 
 class TokenConfig(StrictModel):
+    # Who the token belongs to: named in logs and metrics, never the token itself.
     name: str
     # The secret itself, or the name of an environment variable holding it.
     token: SecretStr | None = None
+    # Name of an environment variable holding the token (instead of token).
     token_env: str | None = None
+    # Or its SHA-256 as 64 hex digits (`lineage-proxy hash-token`): config holds no secret.
+    token_sha256: str | None = None
+    # Or no token: a request without an Authorization header whose client certificate
+    # (verified by server.tls.client_ca_file) has this subject common name.
+    client_cn: str | None = None
     # Job namespaces this token may post RunEvents and JobEvents for, as globs; ["*"]
     # allows all.
     namespaces: list[str] = Field(default_factory=lambda: ["*"])
@@ -39,13 +61,32 @@ class TokenConfig(StrictModel):
     # globs as `namespaces`.
     dataset_namespaces: list[str] | None = None
 
+    @field_validator("token_sha256")
+    @classmethod
+    def _hex_digest(cls, value: str | None) -> str | None:
+        if value is not None and not _SHA256_HEX.fullmatch(value):
+            raise ValueError(
+                "must be the token's SHA-256 as 64 hex digits "
+                "(printf %s TOKEN | lineage-proxy hash-token)"
+            )
+        return value
+
     @model_validator(mode="after")
     def _one_source(self) -> TokenConfig:
-        check_one_source(self.token, self.token_env, "token or token_env")
+        check_one_source(
+            "token, token_env, token_sha256 or client_cn",
+            self.token,
+            self.token_env,
+            self.token_sha256,
+            self.client_cn,
+        )
         return self
 
-    def secret(self) -> str:
-        return secret_value(self.token, self.token_env)
+    def digest(self) -> bytes:
+        """The SHA-256 the offered token is compared with (a missing token_env fails)."""
+        if self.token_sha256 is not None:
+            return bytes.fromhex(self.token_sha256)
+        return token_digest(secret_value(self.token, self.token_env))
 
     def dataset_scope(self) -> tuple[str, ...]:
         """Globs for DatasetEvents' namespaces."""
@@ -55,7 +96,10 @@ class TokenConfig(StrictModel):
 
 
 class AuthConfig(StrictModel):
+    # Require Authorization: Bearer <token> on the lineage endpoints (401/403
+    # otherwise).
     enabled: bool = False
+    # The accepted tokens and what each may post.
     tokens: list[TokenConfig] = Field(default_factory=list)
 
     @model_validator(mode="after")
@@ -63,7 +107,11 @@ class AuthConfig(StrictModel):
         if self.enabled and not self.tokens:
             raise ValueError("auth is enabled but no tokens are configured")
         for token in self.tokens if self.enabled else []:
-            token.secret()  # a missing token_env fails here, at start
+            if token.client_cn is None:
+                token.digest()  # a missing token_env fails here, at start
+        names = [t.client_cn for t in self.tokens if t.client_cn is not None]
+        if len(set(names)) != len(names):
+            raise ValueError("two tokens name the same client_cn")
         return self
 
 
@@ -84,31 +132,51 @@ class Principal:
 ANONYMOUS = Principal("anonymous", ("*",), ("*",))
 
 
-def _digest(token: str) -> bytes:
-    # Hash first so compare_digest sees equal lengths whatever the token's length.
+def token_digest(token: str) -> bytes:
+    """SHA-256 of a token: what is compared (in constant time, equal lengths whatever the
+    token's length) and what ``token_sha256`` holds."""
     return hashlib.sha256(token.encode()).digest()
 
 
 class Authenticator:
-    """Maps an ``Authorization`` header to a :class:`Principal`, or raises 401."""
+    """Maps an ``Authorization`` header (or, without one, a client certificate's common
+    name) to a :class:`Principal`, or raises 401."""
 
     def __init__(self, config: AuthConfig) -> None:
         self.enabled = config.enabled
-        self._tokens = [
-            (_digest(t.secret()), Principal(t.name, tuple(t.namespaces), t.dataset_scope()))
-            for t in config.tokens
-        ]
+        self._tokens: list[tuple[bytes, Principal]] = []
+        self._client_names: dict[str, Principal] = {}
+        for token in config.tokens:
+            principal = Principal(token.name, tuple(token.namespaces), token.dataset_scope())
+            if token.client_cn is not None:
+                self._client_names[token.client_cn] = principal
+            else:
+                self._tokens.append((token.digest(), principal))
 
-    def authenticate(self, authorization: str | None) -> Principal:
+    def principal_of(self, request: web.Request) -> Principal:
+        """Who sent ``request``: its Bearer token, or its verified client certificate."""
+        return self.authenticate(
+            request.headers.get("Authorization"), lambda: client_common_name(request.transport)
+        )
+
+    def authenticate(
+        self, authorization: str | None, client_name: Callable[[], str | None] | None = None
+    ) -> Principal:
+        """``client_name`` gives the verified client certificate's common name; it is
+        asked only when there is no ``Authorization`` header and a token names one."""
         if not self.enabled:
             return ANONYMOUS
+        if not authorization and client_name is not None and self._client_names:
+            by_certificate = self._client_names.get(client_name() or "")
+            if by_certificate is not None:
+                return by_certificate
         challenge = {"WWW-Authenticate": 'Bearer realm="lineage-proxy"'}
         scheme, _, credentials = (authorization or "").partition(" ")
         if scheme.lower() != "bearer" or not credentials.strip():
             raise RequestError(
                 401, "missing Bearer token", headers=challenge, reason="unauthorized"
             )
-        offered = _digest(credentials.strip())
+        offered = token_digest(credentials.strip())
         found: Principal | None = None
         for digest, principal in self._tokens:
             if hmac.compare_digest(offered, digest) and found is None:

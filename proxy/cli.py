@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from proxy import __version__
 from proxy.config import ConfigError, ProxyConfig, ServerConfig, load_config
 from proxy.logs import setup_logging
+from proxy.tap.client import add_tap_arguments, run_tap
 
 if TYPE_CHECKING:
     from routing_rules.dry_run import DryRun
@@ -41,25 +42,42 @@ class UsageError(Exception):
     """A bad option value or an environment the command cannot run in: one line, exit 2."""
 
 
-def _with_port(config: ProxyConfig, port: int) -> ProxyConfig:
-    """``--port`` checked by the same rules as ``server.port`` in the config file."""
+def _with_server_option(config: ProxyConfig, key: str, value: str | int) -> ProxyConfig:
+    """``--<key> value`` checked by the same rules as ``server.<key>`` in the config file."""
     try:
-        server = ServerConfig.model_validate({**config.server.model_dump(), "port": port})
+        server = ServerConfig.model_validate({**config.server.model_dump(), key: value})
     except ValidationError as exc:
-        raise UsageError(f"--port {port}: {exc.errors()[0]['msg']}") from None
+        messages = "; ".join(dict.fromkeys(error["msg"] for error in exc.errors()))
+        raise UsageError(f"--{key} {value}: {messages}") from None
     return config.model_copy(update={"server": server})
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
+    from proxy.embedded_broker import EmbeddedBrokerMissing
     from proxy.serve import CannotListen, run_server
 
     config = _config(args)
     if args.port is not None:
-        config = _with_port(config, args.port)
+        config = _with_server_option(config, "port", args.port)
+    if args.workers is not None:
+        workers = int(args.workers) if args.workers.isdigit() else args.workers
+        config = _with_server_option(config, "workers", workers)
     try:
-        run_server(config)
-    except CannotListen as exc:
+        return run_server(config)
+    except (CannotListen, EmbeddedBrokerMissing) as exc:
         raise UsageError(str(exc)) from None
+
+
+def _cmd_hash_token(args: argparse.Namespace) -> int:
+    import getpass
+
+    from proxy.auth import token_digest
+
+    # From a terminal without echo; stripped as the proxy strips the Authorization header's.
+    token = (getpass.getpass("token: ") if sys.stdin.isatty() else sys.stdin.read()).strip()
+    if not token:
+        raise UsageError("no token on stdin")
+    print(token_digest(token).hex())
     return EXIT_OK
 
 
@@ -273,6 +291,51 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     return EXIT_INVALID if result.failed else EXIT_OK
 
 
+def _cmd_schema(args: argparse.Namespace) -> int:
+    from proxy.config_reference import json_schema
+
+    print(json_schema(args.document))
+    return EXIT_OK
+
+
+def _cmd_config_reference(args: argparse.Namespace) -> int:
+    from proxy.config_reference import config_reference
+
+    sys.stdout.write(config_reference())
+    return EXIT_OK
+
+
+def _cmd_completion(args: argparse.Namespace) -> int:
+    from proxy.completion import completion_script
+
+    sys.stdout.write(completion_script(args.shell, build_parser()))
+    return EXIT_OK
+
+
+def _add_shell_and_editor_commands(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
+    from proxy.completion import SHELLS
+
+    completion = commands.add_parser(
+        "completion",
+        help="print a shell completion script, e.g. source <(lineage-proxy completion bash)",
+    )
+    completion.add_argument("shell", choices=SHELLS)
+    completion.set_defaults(func=_cmd_completion)
+    schema = commands.add_parser(
+        "schema",
+        help="print the JSON Schema of config.yaml or of a rules file (for editors)",
+    )
+    schema.add_argument("document", choices=["config", "rules"])
+    schema.set_defaults(func=_cmd_schema)
+    reference = commands.add_parser(
+        "config-reference",
+        help="print the configuration reference (Markdown): every key, type, default",
+    )
+    reference.set_defaults(func=_cmd_config_reference)
+
+
 def _cmd_spark(args: argparse.Namespace) -> int:
     # Imported here: the proxy itself runs without PySpark.
     from spark_emitter.archive_jobs import compact, graph
@@ -313,6 +376,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="run the HTTP proxy")
     serve.add_argument("--config", type=Path, help="config file (default: built-in defaults)")
     serve.add_argument("--port", type=int, help="override server.port")
+    serve.add_argument(
+        "--workers",
+        metavar="N|auto",
+        help="override server.workers: processes serving the port together (auto: one per core)",
+    )
     serve.set_defaults(func=_cmd_serve)
 
     consume = commands.add_parser(
@@ -351,8 +419,23 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--config", type=Path, help="config with validation settings")
     validate.add_argument("--strict", action="store_true", help="reject facets of unknown schema")
     validate.set_defaults(func=_cmd_validate)
+    hash_token = commands.add_parser(
+        "hash-token",
+        help="print the SHA-256 of the token read from stdin (for auth.tokens[].token_sha256)",
+    )
+    hash_token.set_defaults(func=_cmd_hash_token)
     _add_rules_commands(commands)
+    _add_shell_and_editor_commands(commands)
     _add_spark_commands(commands)
+    tap = commands.add_parser(
+        "tap",
+        help="watch accepted events as they pass through a running proxy",
+        description="Prints one line per event the proxy accepted, with the rules that "
+        "matched and the destinations it went to. Exit 0 at --limit or Ctrl-C, 1 when the "
+        "proxy cannot be reached or refuses, 2 on a usage error.",
+    )
+    add_tap_arguments(tap)
+    tap.set_defaults(func=run_tap)
     return parser
 
 

@@ -20,6 +20,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from proxy.metrics import ProxyMetrics
+from proxy.status.rejections import RecentRejections
 
 __all__ = ["CLIENT_FAULTS", "ClientFaults", "ServerLog"]
 
@@ -36,6 +37,8 @@ class ClientFaults:
     def __init__(self, metrics: ProxyMetrics, interval: float = 10.0) -> None:
         self.interval = interval
         self._counter = functools.cache(metrics.client_errors.labels)
+        # The last refusals without their payloads, for the status page.
+        self.recent = RecentRejections()
         # log key → (monotonic time of its last log line, lines held back since then)
         self._last: dict[str, tuple[float, int]] = {}
 
@@ -55,6 +58,7 @@ class ClientFaults:
         error and the JSON pointers of ``details`` (their messages may quote the payload,
         so they are left out)."""
         pointers = [d["pointer"] for d in details if "pointer" in d]
+        self.recent.add(status, reason, error, pointers, request.headers.get(_REQUEST_ID))
         where = f" at {pointers[0]}" if pointers else ""
         if len(pointers) > 1:
             where += f" (+{len(pointers) - 1})"

@@ -19,6 +19,7 @@ from consumers.config import ConsumerConfig
 from proxy.auth import AuthConfig, TokenConfig
 from proxy.destinations.config import KafkaConfig, SpoolConfig
 from proxy.strict import StrictModel
+from proxy.tls import TlsConfig
 from proxy.validation.repairs import REPAIR_NAMES, RepairName
 from proxy.yaml_source import (
     ConfigError,
@@ -39,6 +40,7 @@ __all__ = [
     "RoutingConfig",
     "ServerConfig",
     "SpoolConfig",
+    "TlsConfig",
     "TokenConfig",
     "ValidationConfig",
     "load_config",
@@ -49,12 +51,20 @@ MiB = 1024 * 1024
 
 
 class ServerConfig(StrictModel):
+    # Address to listen on; 0.0.0.0 for every interface (in a container).
     host: str = "127.0.0.1"
+    # Port to listen on; 0 picks a free one (logged at start).
     port: Annotated[int, Field(ge=0, le=65535)] = 5000
+    # HTTPS on the listener (proxy/tls.py); null: plain HTTP. The files are re-read on
+    # SIGHUP and when they change.
+    tls: TlsConfig | None = None
+    # Largest request body as sent (compressed size); larger gets 413.
     max_body_bytes: Annotated[int, Field(gt=0)] = 5 * MiB
     # gzip bodies: limits on what they inflate to, absolute and as a ratio (gzip bombs).
     max_decompressed_bytes: Annotated[int, Field(gt=0)] = 50 * MiB
+    # Largest inflated:compressed ratio, judged above 1 MiB inflated (gzip bombs).
     max_gzip_ratio: Annotated[float, Field(gt=1)] = 200.0
+    # Most events in one /api/v1/lineage/batch request; more gets 413.
     max_batch_events: Annotated[int, Field(gt=0)] = 10_000
     # How long SIGTERM waits for in-flight deliveries before the process exits.
     shutdown_timeout_seconds: Annotated[float, Field(gt=0)] = 30.0
@@ -74,6 +84,21 @@ class ServerConfig(StrictModel):
     # Open connections at most; beyond it a new connection gets 503 and is closed.
     # Lowered at start to what the process's open-file limit allows.
     max_connections: Annotated[int, Field(gt=0)] = 10_000
+    # The status page (GET / and /ui) and its JSON (GET /api/v1/status); when auth is on,
+    # the JSON needs a valid token. false: none of the three routes exist.
+    status_page: bool = True
+    # The live tap of accepted events (GET /api/v1/tap, `lineage-proxy tap`); with auth on,
+    # a token sees its namespaces only. false: the route does not exist.
+    tap: bool = True
+    # Worker processes serving the port together (SO_REUSEPORT), each with its own event
+    # loop and Kafka producer; "auto": one per CPU core. max_connections is per worker.
+    workers: Annotated[int, Field(ge=1, le=256)] | Literal["auto"] = 1
+
+    def worker_count(self) -> int:
+        """``workers`` as a number: "auto" is the cores this process may run on."""
+        if self.workers != "auto":
+            return self.workers
+        return len(os.sched_getaffinity(0))
 
 
 class ValidationConfig(StrictModel):
@@ -110,20 +135,29 @@ class RoutingConfig(StrictModel):
     # request path from a bounded queue; when it is full, events for them are dropped
     # and counted rather than slowing clients down.
     best_effort_queue_size: Annotated[int, Field(gt=0)] = 10_000
+    # Best-effort deliveries in flight at once.
     best_effort_concurrency: Annotated[int, Field(gt=0)] = 16
 
 
 class LoggingConfig(StrictModel):
+    # Least severe level logged (to stderr).
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    # One JSON object per line (ts, level, logger, message) instead of plain text.
     json_format: bool = False
 
 
 class ProxyConfig(StrictModel):
+    # The HTTP listener and its limits.
     server: ServerConfig = Field(default_factory=ServerConfig)
+    # The Kafka cluster, its topic and producer settings, and the outage spool.
     kafka: KafkaConfig = Field(default_factory=KafkaConfig)
+    # How events are checked against the OpenLineage spec.
     validation: ValidationConfig = Field(default_factory=ValidationConfig)
+    # Bearer tokens and the namespaces each may post for.
     auth: AuthConfig = Field(default_factory=AuthConfig)
+    # The rules file and where archive destinations write.
     routing: RoutingConfig = Field(default_factory=RoutingConfig)
+    # Log level and format.
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     # Consumer daemons by name: `lineage-proxy consume NAME` (see consumers/config.py).
     consumers: dict[str, ConsumerConfig] = Field(default_factory=dict)
@@ -181,6 +215,9 @@ def _resolve_relative_paths(config: ProxyConfig, base: Path) -> ProxyConfig:
     if extra is not None and not extra.is_absolute():
         validation = config.validation.model_copy(update={"extra_schema_dir": base / extra})
         config = config.model_copy(update={"validation": validation})
+    if config.server.tls is not None:
+        server = config.server.model_copy(update={"tls": config.server.tls.under(base)})
+        config = config.model_copy(update={"server": server})
     consumers = {name: c.with_paths_under(base) for name, c in config.consumers.items()}
     config = config.model_copy(update={"consumers": consumers})
     spool = config.kafka.spool

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import resource
+import ssl
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
@@ -198,7 +199,8 @@ class _Connection(asyncio.Protocol):
 
 
 class GuardedSite(web.BaseSite):
-    """A TCP site whose connections go through a :class:`ConnectionGuard`."""
+    """A TCP site (TLS with ``ssl_context``) whose connections go through a
+    :class:`ConnectionGuard`."""
 
     def __init__(
         self,
@@ -208,11 +210,16 @@ class GuardedSite(web.BaseSite):
         port: int,
         *,
         backlog: int = 1024,
+        ssl_context: ssl.SSLContext | None = None,
+        reuse_port: bool = False,
     ) -> None:
-        super().__init__(runner, backlog=backlog)
+        super().__init__(runner, backlog=backlog, ssl_context=ssl_context)
         self._guard = guard
         self._host = host
         self._port = port
+        # Several worker processes listen on one port (SO_REUSEPORT): the kernel spreads
+        # new connections over them.
+        self._reuse_port = reuse_port
 
     @property
     def port(self) -> int:
@@ -224,7 +231,8 @@ class GuardedSite(web.BaseSite):
 
     @property
     def name(self) -> str:
-        return f"http://{self._host}:{self.port}"
+        scheme = "https" if self._ssl_context else "http"
+        return f"{scheme}://{self._host}:{self.port}"
 
     async def start(self) -> None:
         await super().start()
@@ -236,4 +244,8 @@ class GuardedSite(web.BaseSite):
             self._port,
             backlog=self._backlog,
             reuse_address=True,
+            reuse_port=self._reuse_port,
+            ssl=self._ssl_context,
+            # The handshake comes before the header's own deadline starts: same budget.
+            ssl_handshake_timeout=self._guard.header_timeout if self._ssl_context else None,
         )

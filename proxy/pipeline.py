@@ -32,7 +32,8 @@ from proxy.metrics import ProxyMetrics
 from proxy.openlineage import EventKind, event_kind, subject_name
 from proxy.openlineage.rejected import rejected_envelope
 from proxy.openlineage.repaired import Repair, RepairedEvent
-from proxy.router import Route, Router
+from proxy.router import Route, Router, Trace
+from proxy.tap.hub import TapHub
 from proxy.validation import EventValidator
 from proxy.validation.repairs import EventRepairer, validate_or_repair
 
@@ -128,8 +129,10 @@ class EventPipeline:
         metrics: ProxyMetrics,
         best_effort: BestEffortQueue,
         repairer: EventRepairer,
+        tap: TapHub | None = None,
     ) -> None:
         self.validator = validator
+        self.tap = tap if tap is not None else TapHub()
         self.repairer = repairer
         self.router = router
         self.metrics = metrics
@@ -177,7 +180,12 @@ class EventPipeline:
     async def deliver(self, event: dict[str, Any]) -> bool:
         """Route and deliver; raise :class:`DeliveryError` if a durable destination failed.
         True when a destination holds the event in its local spool (Kafka unreachable)."""
-        spooled = await self._deliver_route(self.router.route(event))
+        # Tracing which rules matched is only paid for while someone watches the tap.
+        trace = Trace() if self.tap.listening else None
+        route = self.router.route(event, trace)
+        spooled = await self._deliver_route(route)
+        if trace is not None:
+            self.tap.publish(event, route, trace)
         kind = event_kind(event)
         self._accepted(kind.value if kind else "unknown").inc()
         return spooled

@@ -9,13 +9,14 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from proxy.destinations import Destination
-from routing_rules.ruleset import Route
+from routing_rules.ruleset import Route, Trace
 
-__all__ = ["Route", "Router"]
+__all__ = ["Route", "Router", "Trace"]
 
 
 class Router(Protocol):
-    def route(self, event: dict[str, Any]) -> Route[Destination]: ...
+    def route(self, event: dict[str, Any], trace: Trace | None = None) -> Route[Destination]:
+        """Where ``event`` goes; ``trace``, when given, learns which rules matched."""
 
     def route_rejected(self, envelope: dict[str, Any]) -> Route[Destination]:
         """Where an event that failed validation goes too (wrapped with its reasons)."""

@@ -13,9 +13,10 @@ from pydantic import SecretStr
 __all__ = ["check_one_source", "secret_value"]
 
 
-def check_one_source(value: SecretStr | None, env: str | None, names: str) -> None:
-    """Raise ValueError unless exactly one of the literal and the variable is given."""
-    if (value is None) == (env is None):
+def check_one_source(names: str, *sources: object) -> None:
+    """Raise ValueError unless exactly one of ``sources`` (the literal, the variable, …)
+    is given."""
+    if sum(source is not None for source in sources) != 1:
         raise ValueError(f"give exactly one of {names}")
 
 

@@ -2,7 +2,9 @@
 
 Shutdown order matters for the durability promise: stop accepting connections, let
 in-flight requests finish (each waits for its Kafka delivery report), flush the producer,
-and only then stop an embedded broker.
+and only then stop an embedded broker. With ``server.workers`` above 1 this process
+supervises that many serving processes (:mod:`proxy.workers`), each running
+:func:`serve_until_signalled`.
 """
 
 from __future__ import annotations
@@ -13,17 +15,19 @@ import errno
 import logging
 import resource
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 
-from proxy.app import CONNECTIONS, RULES, create_app, server_options
+from proxy.app import CONNECTIONS, RULES, WORKER, create_app, server_options
 from proxy.config import ProxyConfig
 from proxy.connections import GuardedSite
 from proxy.embedded_broker import EmbeddedBroker
 from proxy.lineage_endpoints import CONFIG
+from proxy.tls import ReloadableTls
+from proxy.worker_metrics import WorkerSlot
 
-__all__ = ["CannotListen", "run_server", "serving"]
+__all__ = ["CannotListen", "listener_tls", "run_server", "serve_until_signalled", "serving"]
 
 log = logging.getLogger(__name__)
 
@@ -44,20 +48,30 @@ class CannotListen(Exception):
 
 
 @contextlib.asynccontextmanager
-async def serving(app: web.Application) -> AsyncIterator[int]:
-    """Listen on ``server.host``/``server.port`` (0: any free port, yielded) until exit,
-    then stop accepting, let in-flight requests finish and run the app's cleanup."""
+async def serving(app: web.Application, tls: ReloadableTls | None = None) -> AsyncIterator[int]:
+    """Listen on ``server.host``/``server.port`` (0: any free port, yielded; over TLS with
+    ``tls``, its files watched) until exit, then stop accepting, let in-flight requests
+    finish and run the app's cleanup."""
     server = app[CONFIG].server
     runner = web.AppRunner(app, handle_signals=False, **server_options(app))
     await runner.setup()
     try:
         app[CONNECTIONS].apply_fd_limit()
-        site = GuardedSite(runner, app[CONNECTIONS], server.host, server.port)
+        site = GuardedSite(
+            runner,
+            app[CONNECTIONS],
+            server.host,
+            server.port,
+            ssl_context=tls.context if tls else None,
+            # Workers of `serve --workers N` share the port; a single process owns it alone.
+            reuse_port=WORKER in app,
+        )
         try:
             await site.start()
         except OSError as exc:
             raise CannotListen(server.host, server.port, exc) from None
-        yield site.port
+        async with tls.watching() if tls else contextlib.nullcontext():
+            yield site.port
     finally:
         await runner.cleanup()
 
@@ -70,8 +84,20 @@ def _raise_open_file_limit() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
-async def _serve(config: ProxyConfig) -> None:
-    app = create_app(config)
+def listener_tls(config: ProxyConfig) -> ReloadableTls | None:
+    """``server.tls`` loaded (a file that does not load fails here, naming it), or None."""
+    return ReloadableTls(config.server.tls, "server.tls") if config.server.tls else None
+
+
+async def serve_until_signalled(
+    config: ProxyConfig,
+    worker: WorkerSlot | None = None,
+    on_ready: Callable[[], None] | None = None,
+) -> None:
+    """Serve until SIGTERM/SIGINT, then drain. As a worker (``worker`` given) the
+    consumer daemons are left to the supervisor, which runs them once."""
+    tls = listener_tls(config)
+    app = create_app(config, worker)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -79,22 +105,26 @@ async def _serve(config: ProxyConfig) -> None:
     async with contextlib.AsyncExitStack() as running:
         # Exits run in reverse: the proxy stops first (its producer flushed), then the
         # consumers deliver what is left.
-        if config.server.run_consumers:
+        if config.server.run_consumers and worker is None:
             from consumers.run import running_daemons
 
             await running.enter_async_context(
                 running_daemons(config.consumers, config.kafka, config.server.run_consumers)
             )
-        port = await running.enter_async_context(serving(app))
+        port = await running.enter_async_context(serving(app, tls))
         log.info(
-            "lineage-proxy listening on http://%s:%d (Kafka %s, topic %s)",
+            "lineage-proxy listening on %s://%s:%d (Kafka %s, topic %s)",
+            "https" if tls else "http",
             config.server.host,
             port,
             config.kafka.bootstrap_servers,
             config.kafka.topic,
         )
-        # SIGHUP re-reads the rules file; a broken one is refused and the old rules stay.
-        loop.add_signal_handler(signal.SIGHUP, app[RULES].request_reload)
+        # SIGHUP re-reads the rules file and the TLS certificate; a broken one is refused
+        # and the old one stays.
+        loop.add_signal_handler(signal.SIGHUP, _reload, app, tls)
+        if on_ready is not None:
+            on_ready()
         await stop.wait()
         log.info(
             "shutting down: draining in-flight requests and unconfirmed Kafka deliveries "
@@ -104,12 +134,25 @@ async def _serve(config: ProxyConfig) -> None:
     log.info("stopped")
 
 
-def run_server(config: ProxyConfig) -> None:
-    """Start an embedded broker if the config asks for one, then serve until signalled."""
+def _reload(app: web.Application, tls: ReloadableTls | None) -> None:
+    app[RULES].request_reload()
+    if tls is not None:
+        tls.request_reload()
+
+
+def run_server(config: ProxyConfig) -> int:
+    """Start an embedded broker if the config asks for one (once, also for several
+    workers), then serve until signalled; returns the exit code."""
     _raise_open_file_limit()
     with contextlib.ExitStack() as stack:
         if config.kafka.bootstrap_servers == "embedded":
             broker = stack.enter_context(EmbeddedBroker())
             kafka = config.kafka.model_copy(update={"bootstrap_servers": broker.bootstrap_servers})
             config = config.model_copy(update={"kafka": kafka})
-        asyncio.run(_serve(config))
+        workers = config.server.worker_count()
+        if workers == 1:
+            asyncio.run(serve_until_signalled(config))
+            return 0
+        from proxy.workers import supervise  # it runs this module's serving in each worker
+
+        return asyncio.run(supervise(config, workers))

@@ -51,10 +51,12 @@ Regex = Annotated[str, AfterValidator(_valid_regex)]
 
 
 class RegexPattern(StrictModel):
+    # A Python regular expression that must match the whole value.
     regex: Regex
 
 
 class GlobPattern(StrictModel):
+    # A glob (*, ?, [..]) that must match the whole value.
     glob: str
 
 

@@ -72,14 +72,18 @@ Scalar = str | bool | int | float | None
 class DatasetCondition(StrictModel):
     """Conditions on one dataset; both must hold when both are given."""
 
+    # The dataset's namespace: a string (exact), {regex: ...} or {glob: ...}.
     namespace: PatternSpec | None = None
+    # The dataset's name, tested the same way.
     name: PatternSpec | None = None
 
 
 class DatasetQuantifier(StrictModel):
     """``any``: at least one dataset fits; ``all``: there is one and every one fits."""
 
+    # At least one dataset fits this condition.
     any_: DatasetCondition | None = Field(None, alias="any")
+    # There is a dataset and every one fits this condition.
     all_: DatasetCondition | None = Field(None, alias="all")
 
     @model_validator(mode="after")
@@ -92,9 +96,13 @@ class DatasetQuantifier(StrictModel):
 class FieldTest(StrictModel):
     """A test on the value at a field path; exactly one key."""
 
+    # The value is a string and the regex matches all of it.
     regex: Regex | None = None
+    # The value is a string and the glob (*, ?, [..]) matches it.
     glob: str | None = None
+    # The value is one of these (same JSON type).
     in_: list[Scalar] | None = Field(None, alias="in")
+    # true: the field is present; false: it is absent.
     exists: bool | None = None
 
     @model_validator(mode="after")
@@ -108,20 +116,32 @@ class FieldTest(StrictModel):
 class Match(StrictModel):
     """Every condition given must hold (an empty match holds for every event)."""
 
+    # Event kind: run, job or dataset, or a list of them.
     kind: EventKind | list[EventKind] | None = None
+    # eventType: START, RUNNING, COMPLETE, ABORT, FAIL, OTHER, or a list of them.
     event_type: EventType | list[EventType] | None = None
+    # job.namespace: a string (exact), {regex: ...} or {glob: ...}.
     job_namespace: PatternSpec | None = None
+    # job.name, tested the same way.
     job_name: PatternSpec | None = None
+    # The event's producer URI, tested the same way.
     producer: PatternSpec | None = None
+    # Conditions on the input datasets (any / all).
     inputs: DatasetQuantifier | None = None
+    # Conditions on the output datasets (any / all).
     outputs: DatasetQuantifier | None = None
     # The dataset a DatasetEvent is about.
     dataset: DatasetCondition | None = None
+    # Facets the event must carry, as <level>.<name>: run.processing_engine,
+    # inputs.schema...
     has_facets: list[Annotated[str, AfterValidator(_facet_ref)]] | None = None
     # field path -> a scalar it must equal (same JSON type), or a FieldTest.
     fields: dict[Path_, Scalar | FieldTest] | None = None
+    # Every one of these matches holds.
     all_: list[Match] | None = Field(None, alias="all")
+    # At least one of these matches holds.
     any_: list[Match] | None = Field(None, alias="any")
+    # This match does not hold.
     not_: Match | None = Field(None, alias="not")
 
 
@@ -141,8 +161,11 @@ class NamespaceMapping(StrictModel):
     """Rewrite a namespace: ``from`` an exact value, or ``from_regex`` (full match, the
     ``to`` may use ``\\1`` / ``\\g<name>``)."""
 
+    # The exact namespace to rewrite...
     from_: str | None = Field(None, alias="from")
+    # ... or a regex matching all of it.
     from_regex: Regex | None = None
+    # The new namespace (may use \1 / \g<name> with from_regex).
     to: str
 
     @model_validator(mode="after")
@@ -155,16 +178,23 @@ class NamespaceMapping(StrictModel):
 
 
 class NamespaceMappings(StrictModel):
+    # Rewrites of input and output dataset namespaces, first match wins.
     datasets: list[NamespaceMapping] = Field(default_factory=list)
+    # Rewrites of job (and parent job) namespaces, first match wins.
     jobs: list[NamespaceMapping] = Field(default_factory=list)
 
 
 class Transform(StrictModel):
     """One transform step; exactly one key."""
 
+    # Remove the facets with these names (or globs), wherever they are in the event.
     drop_facets: list[str] | None = None
+    # Replace the values at these field paths with "***REDACTED***".
     redact: list[Path_] | None = None
+    # Rewrite dataset and job namespaces.
     map_namespaces: NamespaceMappings | None = None
+    # Add these tags (key: value) to the tags facet of the job (of the dataset, for a
+    # DatasetEvent).
     add_tags: dict[str, str] | None = None
 
     @model_validator(mode="after")
@@ -181,19 +211,26 @@ class Transform(StrictModel):
 class Throttle(StrictModel):
     """Keep at most one RUNNING event per run per interval (other types always pass)."""
 
+    # At most one RUNNING event per run per this many seconds.
     interval_seconds: Annotated[float, Field(gt=0)]
     # Runs remembered at once; the least recently seen are forgotten beyond this.
     max_runs: Annotated[int, Field(gt=0)] = 100_000
 
 
 class Rule(StrictModel):
+    # Shown in rules test and counted in metrics; default rule-<n>.
     name: str | None = None
+    # When the rule applies; empty: always.
     match: Match = Field(default_factory=Match)
+    # Thin out RUNNING events of a run.
     throttle: Throttle | None = None
+    # Steps applied in order to the event before it is sent.
     transform: list[Transform] = Field(default_factory=list)
+    # Names of the destinations (under destinations:) the event is sent to.
     to: list[str] = Field(default_factory=list)
     # Keep evaluating later rules after this one matched (default: first match wins).
     continue_: bool = Field(False, alias="continue")
+    # Send the event nowhere (counted as dropped).
     drop: bool = False
 
     @model_validator(mode="after")
@@ -207,7 +244,9 @@ class Rule(StrictModel):
 
 
 class DefaultRoute(StrictModel):
+    # Where events no rule sent anywhere go...
     to: list[str] = Field(default_factory=list)
+    # ... or drop: true to drop them (counted).
     drop: bool = False
 
     @model_validator(mode="after")
@@ -220,14 +259,20 @@ class DefaultRoute(StrictModel):
 class RejectedRoute(StrictModel):
     """Where events that fail validation go as well (the client still gets its 4xx)."""
 
+    # Destinations of refused events, wrapped with their reasons.
     to: Annotated[list[str], Field(min_length=1)]
 
 
 class RulesFile(StrictModel):
+    # The rule language's version: 1.
     version: Literal[1]
+    # Named destinations the rules send to (kind kafka, archive or http).
     destinations: dict[str, DestinationConfig] = Field(default_factory=dict)
+    # Evaluated in order; the first that matches decides unless it says continue.
     rules: list[Rule] = Field(default_factory=list)
+    # Where events no rule sent anywhere go.
     default: DefaultRoute
+    # Where events that fail validation go as well; null: nowhere.
     rejected: RejectedRoute | None = None
 
 

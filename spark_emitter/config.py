@@ -2,14 +2,18 @@
 
 Precedence: explicit arguments, then Spark conf keys (named like the official
 openlineage-spark integration's, so one ``spark-submit --conf`` set serves both), then
-the environment variables of the official Python client, then defaults.
+the environment, then defaults.
+
+Where events go is a transport of the official openlineage-python client
+(:mod:`.delivery`). ``spark.openlineage.transport.*`` is mapped onto that client's
+transport configuration (:func:`spark_transport`); with none set (and no ``url`` argument)
+the client resolves it itself: ``openlineage.yml`` (``OPENLINEAGE_CONFIG``, the working
+directory, ``~/.openlineage``), ``OPENLINEAGE__TRANSPORT__*``, ``OPENLINEAGE_URL`` /
+``OPENLINEAGE_ENDPOINT`` / ``OPENLINEAGE_API_KEY``.
 
 | setting | Spark conf | environment |
 |---|---|---|
-| url | spark.openlineage.transport.url | OPENLINEAGE_URL |
-| endpoint | spark.openlineage.transport.endpoint | OPENLINEAGE_ENDPOINT |
-| api_key | spark.openlineage.transport.auth.apiKey | OPENLINEAGE_API_KEY |
-| timeout (s) | spark.openlineage.transport.timeoutInMillis (ms) | OPENLINEAGE_TIMEOUT |
+| transport | spark.openlineage.transport.* (``_SETTINGS``, ``_MAPS``) | the client's, above |
 | namespace | spark.openlineage.namespace | OPENLINEAGE_NAMESPACE |
 | app_name | spark.openlineage.appName | — (default: spark.app.name) |
 | parent job | spark.openlineage.parentJobNamespace / parentJobName / parentRunId | — |
@@ -33,11 +37,12 @@ jobs does not send a thousand events.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ConfigurationError", "EmitterConfig", "resolve_config"]
+__all__ = ["ConfigurationError", "EmitterConfig", "resolve_config", "spark_transport"]
 
 _CONF = "spark.openlineage."
 
@@ -48,10 +53,8 @@ class ConfigurationError(ValueError):
 
 @dataclass(frozen=True)
 class EmitterConfig:
-    url: str | None
-    endpoint: str = "api/v1/lineage"
-    api_key: str | None = None
-    timeout: float = 5.0
+    # The client's transport configuration; None: the client resolves its own.
+    transport: dict[str, Any] | None = None
     namespace: str = "default"
     app_name: str | None = None
     parent_namespace: str | None = None
@@ -107,9 +110,6 @@ def resolve_config(
 
     values: dict[str, Any] = {}
     for name, conf_key, env_key in (
-        ("url", "transport.url", "OPENLINEAGE_URL"),
-        ("endpoint", "transport.endpoint", "OPENLINEAGE_ENDPOINT"),
-        ("api_key", "transport.auth.apiKey", "OPENLINEAGE_API_KEY"),
         ("namespace", "namespace", "OPENLINEAGE_NAMESPACE"),
         ("app_name", "appName", None),
         ("parent_namespace", "parentJobNamespace", None),
@@ -122,13 +122,7 @@ def resolve_config(
         if (value := pick(name, conf_key, env_key)) is not None:
             values[name] = value
 
-    if overrides.get("timeout") is not None:
-        values["timeout"] = _number(str(overrides["timeout"]), "timeout", float)
-    elif ms := spark_conf.get(_CONF + "transport.timeoutInMillis"):
-        values["timeout"] = _number(ms, _CONF + "transport.timeoutInMillis", float) / 1000
-    elif seconds := environ.get("OPENLINEAGE_TIMEOUT"):
-        values["timeout"] = _number(seconds, "OPENLINEAGE_TIMEOUT", float)
-
+    values["transport"] = _transport_with_arguments(spark_transport(spark_conf), overrides)
     if (disabled := pick("disabled", "disabled", "OPENLINEAGE_DISABLED")) is not None:
         values["disabled"] = _flag(disabled, _CONF + "disabled")
     if append := spark_conf.get(_CONF + "jobName.appendDatasetName"):
@@ -151,4 +145,144 @@ def resolve_config(
         raise ConfigurationError(
             f"{_CONF}parentJobNamespace, parentJobName and parentRunId go together"
         )
-    return EmitterConfig(url=values.pop("url", None), **values)
+    return EmitterConfig(**values)
+
+
+def _transport_with_arguments(
+    transport: dict[str, Any] | None, overrides: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """``enable_lineage``'s ``url``, ``endpoint``, ``api_key`` and ``timeout`` arguments,
+    over an http transport from Spark conf (or making one)."""
+    names = ("url", "endpoint", "api_key", "timeout")
+    given = {k: overrides[k] for k in names if overrides.get(k) is not None}
+    if not given:
+        return transport
+    if "url" in given and (transport is None or transport["type"] != "http"):
+        transport = {"type": "http"}
+    if transport is None or transport["type"] != "http":
+        raise ConfigurationError(
+            f"{', '.join(given)}: settings of an http transport, which needs a url "
+            f"(the url argument or {_TRANSPORT}url)"
+        )
+    transport = dict(transport)
+    if "url" in given:
+        transport["url"] = str(given["url"])
+    if "endpoint" in given:
+        transport["endpoint"] = str(given["endpoint"])
+    if "api_key" in given:
+        transport["auth"] = {"type": "api_key", "apiKey": str(given["api_key"])}
+    if "timeout" in given:
+        transport["timeout"] = _number(str(given["timeout"]), "timeout", float)
+    return transport
+
+
+# ---- spark.openlineage.transport.* → the openlineage-python client's transport config ----
+
+_TRANSPORT = _CONF + "transport."
+_Convert = Callable[[str, str], Any]
+
+
+def _text(value: str, _key: str) -> str:
+    return value
+
+
+def _millis_as_seconds(value: str, key: str) -> float:
+    return float(_number(value, key, float)) / 1000
+
+
+def _json_or_text(value: str, _key: str) -> Any:
+    """Numbers, lists and flags as JSON, the rest as text: what the client does with its
+    ``OPENLINEAGE__TRANSPORT__*`` environment variables."""
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+# Per transport type: Spark conf name (after the transport prefix) → the client's key.
+# The Spark names are the official Java integration's; the client's differ in places
+# (topicName → topic, location → log_file_path, timeoutInMillis → timeout in seconds).
+_SETTINGS: dict[str, dict[str, tuple[str, _Convert]]] = {
+    "http": {
+        "url": ("url", _text),
+        "endpoint": ("endpoint", _text),
+        "timeoutInMillis": ("timeout", _millis_as_seconds),
+        "compression": ("compression", _text),
+    },
+    "kafka": {
+        "topicName": ("topic", _text),
+        "messageKey": ("messageKey", _text),
+        "flush": ("flush", _flag),
+    },
+    "file": {"location": ("log_file_path", _text)},
+    "console": {},
+    "composite": {
+        "continueOnFailure": ("continue_on_failure", _flag),
+        "continueOnSuccess": ("continue_on_success", _flag),
+    },
+}
+# Prefixes whose rest is one key of a map (Kafka producer properties keep their dots).
+_MAPS: dict[str, dict[str, tuple[str, _Convert]]] = {
+    "http": {
+        "auth.": ("auth", _text),
+        "headers.": ("custom_headers", _text),
+        "retry.": ("retry", _json_or_text),  # urllib3 Retry arguments, the client's
+    },
+    "kafka": {"properties.": ("config", _text)},
+}
+# What each type cannot do without: the client's key and the Spark conf name for it.
+_REQUIRED: dict[str, dict[str, str]] = {
+    "http": {"url": "url"},
+    "kafka": {"topic": "topicName", "config": "properties.bootstrap.servers"},
+    "file": {"log_file_path": "location"},
+}
+
+
+def spark_transport(conf: Mapping[str, str], prefix: str = _TRANSPORT) -> dict[str, Any] | None:
+    """The client's transport configuration from the Spark conf keys under ``prefix``, or
+    None when there are none. ``type`` is one of ``_SETTINGS`` (http when left out and a
+    ``url`` is set); a composite's children are ``transports.<name>.*``. An unknown type
+    or key is an error naming the Spark conf key, not a transport that silently differs."""
+    keys = {k[len(prefix) :]: v for k, v in conf.items() if k.startswith(prefix)}
+    if not keys:
+        return None
+    kind = keys.pop("type", "http" if "url" in keys else "").strip().lower()
+    if kind not in _SETTINGS:
+        raise ConfigurationError(
+            f"{prefix}type: {'unknown transport ' + repr(kind) if kind else 'not set'}, "
+            f"expected one of {', '.join(sorted(_SETTINGS))}"
+        )
+    transport: dict[str, Any] = {"type": kind}
+    if kind == "composite":
+        names = sorted({k.split(".")[1] for k in keys if k.startswith("transports.")})
+        children = {name: spark_transport(conf, f"{prefix}transports.{name}.") for name in names}
+        if not children:
+            raise ConfigurationError(f"{prefix}transports.<name>.type: a composite needs one")
+        transport["transports"] = children
+        keys = {k: v for k, v in keys.items() if not k.startswith("transports.")}
+    for key, value in keys.items():
+        _set(transport, kind, key, value, prefix)
+    for needed, spark_name in _REQUIRED.get(kind, {}).items():
+        if needed not in transport:
+            raise ConfigurationError(f"{prefix}{spark_name}: required by the {kind} transport")
+    if "auth" in transport:
+        transport["auth"].setdefault("type", "api_key")
+    if kind == "file":
+        transport["append"] = True  # one file, an event a line, as the official writes it
+    return transport
+
+
+def _set(transport: dict[str, Any], kind: str, key: str, value: str, prefix: str) -> None:
+    if key in _SETTINGS[kind]:
+        name, convert = _SETTINGS[kind][key]
+        transport[name] = convert(value, prefix + key)
+        return
+    for start, (name, convert) in _MAPS.get(kind, {}).items():
+        if key.startswith(start) and len(key) > len(start):
+            transport.setdefault(name, {})[key[len(start) :]] = convert(value, prefix + key)
+            return
+    known = [*_SETTINGS[kind], *(f"{start}*" for start in _MAPS.get(kind, {}))]
+    raise ConfigurationError(
+        f"{prefix}{key}: not a setting of the {kind} transport"
+        + (f" (known: {', '.join(known)})" if known else "")
+    )

@@ -1,61 +1,153 @@
-"""Send events to an OpenLineage HTTP endpoint from a bounded queue on a background thread.
+"""Deliver events through the official openlineage-python client, from a bounded queue
+drained by a background thread.
 
-The Spark job must never wait for lineage, so :meth:`EventSender.submit` only enqueues
-(and drops with a warning and a count when the queue is full); a daemon thread POSTs.
-HTTP follows the official openlineage-python client: ``POST {url}/{endpoint}`` (default
-``api/v1/lineage``), JSON body, ``Authorization: Bearer <api key>`` when set, a ~5 s
-timeout, retries with backoff on 500/502/503/504 and on connection errors, success is any
-status below 400. :meth:`EventSender.close` drains within a bounded time so the last
-COMPLETE is not lost when the driver exits.
+The client brings the transports (http, kafka, file, console, composite…) and the
+configuration users already know (``openlineage.yml``, ``OPENLINEAGE_*``); the Spark conf
+mapping onto it is :func:`spark_emitter.config.spark_transport`. What the client does not
+give, and a Spark listener needs, stays here: the Spark job must never wait for lineage,
+so :meth:`EventSender.submit` only enqueues (and drops with a warning and a count when the
+queue is full), a daemon thread hands each event to the client, and
+:meth:`EventSender.close` drains within a bounded time so the last COMPLETE is not lost
+when the driver exits.
 
-The retry policy is the emitter's own (:class:`RetryPolicy`), not the proxy's: this
-package ships to a Spark cluster alone, with the standard library and PySpark only, so it
-imports nothing from the proxy — nor its dependencies (JSON is the standard library's;
-a job sends a handful of events, not thousands a second).
+Retries are the transport's: the http transport retries connection errors and 500, 502,
+503, 504 five times with exponential backoff (urllib3 ``Retry``: total 5, backoff_factor
+0.3, tunable through ``spark.openlineage.transport.retry.*`` or ``retry:`` in
+``openlineage.yml``) — the policy the emitter's own HTTP code followed before; the kafka
+transport has the producer's (``properties.retries``, ``delivery.timeout.ms``). A retry
+in progress when :meth:`EventSender.close` gives up is not cut short: the thread is a
+daemon and ends with the process.
+
+The client's event classes are typed; our events are plain dicts. :func:`client_event`
+wraps a dict in the client's ``RunEvent`` envelope (run, job, datasets) and keeps the
+facets as the dicts they are — the client's ``Serde`` writes dicts as they are — except
+the ``parent`` facet, which the kafka transport reads to choose the message key (the
+root job's name, so one application's events share a partition), so it gets the
+client's class.
+
+openlineage-python is imported when a client is opened, not with this module: the
+emitter's modules still import alone (``--py-files``), a driver that enables lineage
+needs ``pip install openlineage-python`` (``openlineage-python[kafka]`` for kafka).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import queue
-import random
 import threading
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-__all__ = ["DeliveryStats", "EventSender", "RetryPolicy"]
+from spark_emitter.config import ConfigurationError
+
+if TYPE_CHECKING:
+    from openlineage.client import OpenLineageClient
+    from openlineage.client.event_v2 import InputDataset, OutputDataset, RunEvent
+    from openlineage.client.generated.parent_run import ParentRunFacet
+
+__all__ = ["DeliveryStats", "EventSender", "client_event", "open_client"]
 
 log = logging.getLogger(__name__)
 
-# What the official client retries (urllib3 Retry status_forcelist); other refusals are final.
-RETRY_STATUSES = frozenset({500, 502, 503, 504})
 _STOP = object()
+_Dataset = TypeVar("_Dataset", "InputDataset", "OutputDataset")
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How often and how patiently one event is tried: by default five retries after the
-    first try, as the official client does, with exponential backoff and full jitter."""
+def open_client(transport: dict[str, Any] | None) -> OpenLineageClient | None:
+    """The client that sends the events: through ``transport`` (the client's transport
+    configuration, from Spark conf or arguments), else through what the client finds
+    itself (``openlineage.yml``, ``OPENLINEAGE__TRANSPORT__*``, ``OPENLINEAGE_URL``).
+    None when nothing is configured: the client would print every event to the console."""
+    try:
+        from openlineage.client import OpenLineageClient
+        from openlineage.client.transport import get_default_factory
+    except ImportError as error:
+        raise ImportError(
+            "spark_emitter sends events with openlineage-python: pip install openlineage-python"
+        ) from error
+    if transport is None:
+        client = OpenLineageClient()
+        chosen = (client.config.transport or {}).get("type")
+        if client.transport.kind == "console" and chosen != "console":
+            return None
+        return client
+    try:
+        built = get_default_factory().create(dict(transport))
+    except ImportError:
+        raise
+    except Exception as error:  # the client's own words: a missing or bad value
+        raise ConfigurationError(f"spark.openlineage.transport: {error}") from error
+    return OpenLineageClient(transport=built)
 
-    max_attempts: int = 6  # the first try included
-    initial_backoff_seconds: float = 0.3
-    max_backoff_seconds: float = 5.0
 
-    def __post_init__(self) -> None:
-        if self.max_attempts < 1 or self.initial_backoff_seconds <= 0:
-            raise ValueError("max_attempts must be >= 1 and initial_backoff_seconds > 0")
+def client_event(event: dict[str, Any]) -> RunEvent:
+    """``event`` in the client's ``RunEvent`` envelope, its facets the same dicts. What
+    the event leaves out stays out (None, which the client does not write), rather than
+    the client's defaults (``[]``, ``{}``)."""
+    from openlineage.client.event_v2 import (
+        InputDataset,
+        Job,
+        OutputDataset,
+        Run,
+        RunEvent,
+        RunState,
+    )
 
-    def backoff_seconds(self, attempt: int, draw: Callable[[], float] = random.random) -> float:
-        """Wait before retry number ``attempt`` (1-based): a uniform draw under the
-        exponential cap, so many drivers retrying one endpoint do not retry in step."""
-        cap = min(self.max_backoff_seconds, self.initial_backoff_seconds * 2.0 ** (attempt - 1))
-        return draw() * cap
+    run_facets = event["run"].get("facets")
+    if run_facets and "parent" in run_facets:
+        run_facets = {**run_facets, "parent": _parent_facet(run_facets["parent"])}
+    job = event["job"]
+    return RunEvent(
+        eventType=RunState(event["eventType"]),
+        eventTime=event["eventTime"],
+        run=Run(runId=event["run"]["runId"], facets=run_facets),
+        job=Job(namespace=job["namespace"], name=job["name"], facets=job.get("facets")),
+        inputs=_datasets(InputDataset, event.get("inputs"), "inputFacets"),
+        outputs=_datasets(OutputDataset, event.get("outputs"), "outputFacets"),
+        producer=event["producer"],
+    )
+
+
+def _datasets(
+    kind: type[_Dataset], datasets: list[dict[str, Any]] | None, own: str
+) -> list[_Dataset] | None:
+    """The client's input or output datasets; ``own`` names their own facets' key."""
+    if datasets is None:
+        return None
+    return [
+        kind(
+            namespace=dataset["namespace"],
+            name=dataset["name"],
+            facets=dataset.get("facets"),
+            **{own: dataset.get(own)},
+        )
+        for dataset in datasets
+    ]
+
+
+def _parent_facet(facet: dict[str, Any]) -> ParentRunFacet:
+    from openlineage.client.facet_v2 import parent_run
+
+    root = None
+    if "root" in facet:
+        root = parent_run.Root(
+            run=parent_run.RootRun(runId=facet["root"]["run"]["runId"], facets=None),
+            job=parent_run.RootJob(
+                namespace=facet["root"]["job"]["namespace"],
+                name=facet["root"]["job"]["name"],
+                facets=None,
+            ),
+        )
+    return parent_run.ParentRunFacet(
+        run=parent_run.Run(runId=facet["run"]["runId"], facets=None),
+        job=parent_run.Job(
+            namespace=facet["job"]["namespace"], name=facet["job"]["name"], facets=None
+        ),
+        root=root,
+        producer=facet["_producer"],
+    )
 
 
 @dataclass
@@ -68,30 +160,21 @@ class DeliveryStats:
 
 
 class EventSender:
-    """A bounded queue drained by one daemon thread that POSTs each event."""
+    """A bounded queue drained by one daemon thread that emits each event through the
+    client."""
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        endpoint: str = "api/v1/lineage",
-        api_key: str | None = None,
-        timeout: float = 5.0,
-        retry: RetryPolicy = RetryPolicy(),
-        queue_size: int = 10_000,
-    ) -> None:
-        # Joined like the official client, so a URL with a path prefix keeps it.
-        self.target = f"{url.rstrip('/')}/{endpoint.lstrip('/')}"
-        self._headers = {"Content-Type": "application/json"}
-        if api_key:
-            self._headers["Authorization"] = f"Bearer {api_key}"
-        self._timeout = timeout
-        self._retry = retry
+    def __init__(self, client: OpenLineageClient, *, queue_size: int = 10_000) -> None:
+        self._client = client
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=queue_size)
         self._closed = False
         self.stats = DeliveryStats()
         self._thread = threading.Thread(target=self._run, name="openlineage-sender", daemon=True)
         self._thread.start()
+
+    @property
+    def transport(self) -> str:
+        """Which transport the events go through, for logs and tests."""
+        return str(self._client.transport.kind)
 
     def submit(self, event: dict[str, Any]) -> bool:
         """Queue ``event`` for sending; never blocks. False if it was dropped."""
@@ -99,7 +182,7 @@ class EventSender:
             self.stats.dropped += 1
             return False
         try:
-            self._queue.put_nowait(json.dumps(event, separators=(",", ":")).encode())
+            self._queue.put_nowait(event)
         except queue.Full:
             self.stats.dropped += 1
             log.warning(
@@ -118,9 +201,11 @@ class EventSender:
         return True
 
     def close(self, timeout: float) -> bool:
-        """Send what is queued within ``timeout`` seconds, then stop; False if some was left."""
+        """Send what is queued within ``timeout`` seconds, then stop and close the
+        transport (a kafka producer flushes there); False if some was left."""
         if self._closed:
             return True
+        deadline = time.monotonic() + timeout
         drained = self.flush(timeout)
         self._closed = True
         # A full queue means the thread is busy until the process ends: a daemon, it dies then.
@@ -132,40 +217,28 @@ class EventSender:
                 self._queue.qsize(),
                 timeout,
             )
-        return drained
+            return False
+        try:
+            return bool(self._client.close(max(0.1, deadline - time.monotonic())))
+        except Exception as error:
+            log.warning("openlineage: closing the %s transport failed: %s", self.transport, error)
+            return False
 
     def _run(self) -> None:
         while True:
-            body = self._queue.get()
+            event = self._queue.get()
             try:
-                if body is _STOP:
+                if event is _STOP:
                     return
-                self._post(body)
-            except Exception:  # the sender thread must survive anything
-                log.exception("openlineage: unexpected error while sending")
+                self._client.emit(client_event(event))
+                self.stats.sent += 1
+            except Exception as error:  # the sender thread must survive anything
+                self.stats.failed += 1
+                log.warning(
+                    "openlineage: event not delivered through the %s transport: %s",
+                    self.transport,
+                    str(error).strip().split("\n", 1)[0],
+                )
+                log.debug("openlineage: event not delivered", exc_info=True)
             finally:
                 self._queue.task_done()
-
-    def _post(self, body: bytes) -> None:
-        for attempt in range(1, self._retry.max_attempts + 1):
-            status, reason = self._attempt(body)
-            if status is not None and status < 400:
-                self.stats.sent += 1
-                return
-            retriable = status is None or status in RETRY_STATUSES
-            # Once close() has given up waiting, nobody is left to wait for retries.
-            if not retriable or attempt == self._retry.max_attempts or self._closed:
-                break
-            time.sleep(self._retry.backoff_seconds(attempt))
-        self.stats.failed += 1
-        log.warning("openlineage: event not delivered to %s: %s", self.target, reason)
-
-    def _attempt(self, body: bytes) -> tuple[int | None, str]:
-        request = urllib.request.Request(self.target, body, self._headers, method="POST")
-        try:
-            with urllib.request.urlopen(request, timeout=self._timeout) as response:
-                return response.status, f"HTTP {response.status}"
-        except urllib.error.HTTPError as exc:
-            return exc.code, f"HTTP {exc.code}"
-        except (urllib.error.URLError, OSError) as exc:
-            return None, str(getattr(exc, "reason", exc))

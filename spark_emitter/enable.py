@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import quote_plus
 
 from spark_emitter.config import EmitterConfig, resolve_config
-from spark_emitter.delivery import DeliveryStats, EventSender
+from spark_emitter.delivery import DeliveryStats, EventSender, open_client
 from spark_emitter.events import (
     AppContext,
     ApplicationDetails,
@@ -166,11 +166,14 @@ def enable_lineage(
     report_read_only_actions: bool | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> LineageEmitter | None:
-    """Make ``spark`` emit OpenLineage events; returns None when disabled or no URL is set.
+    """Make ``spark`` emit OpenLineage events; returns None when disabled or when no
+    transport is configured.
 
-    Arguments left out come from Spark conf (``spark.openlineage.*``) or the environment
-    (``OPENLINEAGE_URL``, ``OPENLINEAGE_NAMESPACE``, ``OPENLINEAGE_API_KEY``); see
-    :mod:`spark_emitter.config`. Calling it again on the same session returns the same
+    ``url`` (with ``endpoint``, ``api_key``, ``timeout``) makes an http transport; left out,
+    the transport comes from Spark conf (``spark.openlineage.transport.*``) or, with none
+    there, from the openlineage-python client's own configuration (``openlineage.yml``,
+    ``OPENLINEAGE_URL``…); the rest from ``spark.openlineage.*`` or ``OPENLINEAGE_NAMESPACE``.
+    See :mod:`spark_emitter.config`. Calling it again on the same session returns the same
     emitter.
     """
     existing: LineageEmitter | None = getattr(spark, _SESSION_ATTRIBUTE, None)
@@ -192,16 +195,12 @@ def enable_lineage(
             "report_read_only_actions": report_read_only_actions,
         },
     )
-    if config.disabled or not config.url:
-        log.info("openlineage: not enabled (%s)", "disabled" if config.disabled else "no URL set")
+    client = None if config.disabled else open_client(config.transport)
+    if client is None:
+        why = "disabled" if config.disabled else "no transport configured"
+        log.info("openlineage: not enabled (%s)", why)
         return None
-    sender = EventSender(
-        config.url,
-        endpoint=config.endpoint,
-        api_key=config.api_key,
-        timeout=config.timeout,
-        queue_size=config.queue_size,
-    )
+    sender = EventSender(client, queue_size=config.queue_size)
     catalog = _catalog_context(spark)
     listener = LineageListener(
         _app_context(spark, config, conf, catalog),

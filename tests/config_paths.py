@@ -15,7 +15,13 @@ __all__ = ["CONFIG_INPUTS", "config_leaves", "used_paths"]
 
 # Config fields the process reads (they must come from a mount or the image); every other
 # path in the config is written to.
-CONFIG_INPUTS = {"routing.rules", "validation.extra_schema_dir"}
+CONFIG_INPUTS = {
+    "routing.rules",
+    "validation.extra_schema_dir",
+    "server.tls.cert_file",
+    "server.tls.key_file",
+    "server.tls.client_ca_file",
+}
 
 
 def config_leaves(value: object, dotted: str = "") -> Iterator[tuple[str, object]]:

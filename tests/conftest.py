@@ -16,7 +16,7 @@ import pytest
 from proxy.app import create_app
 from proxy.config import ProxyConfig, load_config
 from proxy.embedded_broker import EmbeddedBroker
-from proxy.serve import serving
+from proxy.serve import listener_tls, serving
 
 REPO = Path(__file__).resolve().parents[1]
 # The official OpenLineage spec (JSON Schemas and examples), the oracle of the validator
@@ -73,14 +73,14 @@ ProxyFactory = Callable[..., Any]
 def start_proxy(broker: EmbeddedBroker, topic: str) -> ProxyFactory:
     """``async with start_proxy(**sections) as url:`` — a real proxy on a loopback port,
     served exactly as ``lineage-proxy serve`` serves it (``bootstrap=`` points it at
-    another broker than the session's)."""
+    another broker than the session's; ``server={"tls": ...}`` serves https)."""
 
     @asynccontextmanager
     async def start(bootstrap: str | None = None, **sections: dict[str, Any]) -> AsyncIterator[str]:
         sections["server"] = {"host": "127.0.0.1", "port": 0, **sections.get("server", {})}
         config = proxy_config(bootstrap or broker.bootstrap_servers, topic, **sections)
-        async with serving(create_app(config)) as port:
-            yield f"http://127.0.0.1:{port}"
+        async with serving(create_app(config), listener_tls(config)) as port:
+            yield f"{'https' if config.server.tls else 'http'}://127.0.0.1:{port}"
 
     return start
 

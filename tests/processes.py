@@ -29,7 +29,10 @@ class ServeProcess(subprocess.Popen):
         return self.log_path.read_text(errors="replace")
 
 
-def wait_until_ready(url: str, process: subprocess.Popen[str], timeout: float = 30) -> None:
+def wait_until_ready(
+    url: str, process: subprocess.Popen[str], timeout: float = 30, verify: str | bool = True
+) -> None:
+    """Until ``url``/readyz answers 200 (``verify``: the CA file for an https URL)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         # A plain Popen (a test's own command line) has no log file: its exit code then.
@@ -37,7 +40,7 @@ def wait_until_ready(url: str, process: subprocess.Popen[str], timeout: float = 
             process.log() if isinstance(process, ServeProcess) else process.returncode
         )
         try:
-            if requests.get(f"{url}/readyz", timeout=1).status_code == 200:
+            if requests.get(f"{url}/readyz", timeout=1, verify=verify).status_code == 200:
                 return
         except requests.ConnectionError:
             pass
@@ -50,7 +53,7 @@ def serve_process(
 ) -> tuple[ServeProcess, str]:
     """``lineage-proxy serve --config config.yaml`` on a free port (or ``port``), with
     ``settings`` as ``LINEAGE_PROXY__*`` overrides (``kafka__topic="x"``) and extra CLI
-    ``args``; returns the process and its URL."""
+    ``args``; returns the process and its URL (https when ``server__tls__*`` is set)."""
     port = port or free_port()
     env = {
         **os.environ,
@@ -73,4 +76,5 @@ def serve_process(
     finally:
         os.close(fd)
     process.log_path = Path(log_name)
-    return process, f"http://127.0.0.1:{port}"
+    scheme = "https" if any(key.startswith("server__tls__") for key in settings) else "http"
+    return process, f"{scheme}://127.0.0.1:{port}"

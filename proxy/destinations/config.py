@@ -124,6 +124,7 @@ class SpoolConfig(StrictModel):
     directory: Path = Path("var/spool")
     # When the spool holds this much, events Kafka cannot take get 503 + Retry-After.
     max_bytes: Annotated[int, Field(gt=0)] = 1024 * MiB
+    # Size of one spool file; a file is deleted once Kafka has all of it.
     segment_bytes: Annotated[int, Field(gt=0)] = 16 * MiB
     # A direct send the broker has not confirmed after this long is spooled (and may then
     # reach Kafka twice); keep it below clients' ~5 s timeout.
@@ -133,17 +134,23 @@ class SpoolConfig(StrictModel):
 class KafkaConfig(StrictModel):
     """The ``kafka:`` section of config.yaml: the cluster every Kafka destination uses."""
 
-    # "embedded" starts a Kafka-protocol broker (Tansu) on a free loopback port: dev/tests only.
+    # "embedded" starts a Kafka-protocol broker (Tansu) on a free loopback port: dev/tests
+    # only, with the `embedded` extra installed. Else host:port[,host:port...] of a cluster.
     bootstrap_servers: str = "embedded"
+    # The topic events go to unless a rule says otherwise; consumers read it by default.
     topic: str = "openlineage.events"
+    # Create missing topics at start (with the partitions and replication below).
     create_topics: bool = True
+    # Partitions of a topic we create; events of one run share a partition.
     topic_partitions: Annotated[int, Field(ge=1)] = 3
+    # Replication factor of a topic we create (3 on a production cluster).
     topic_replication_factor: Annotated[int, Field(ge=1)] = 1
     # librdkafka producer settings, passed through as they are (security.protocol, sasl.*,
     # ssl.*, compression.type, linger.ms ...). Durability settings below cannot be weakened.
     # The security ones reach every client of the cluster (consumers, dead letters, replay);
     # a secret may come from the environment: sasl.password_env: KAFKA_PASSWORD.
     producer: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    # Where events wait, fsynced, while Kafka cannot confirm them.
     spool: SpoolConfig = Field(default_factory=SpoolConfig)
 
     @model_validator(mode="after")
@@ -162,6 +169,7 @@ def _key_strategy(text: str) -> str:
 
 
 class KafkaDestinationConfig(StrictModel):
+    # Destination kind: a Kafka topic.
     kind: Literal["kafka"]
     # Default: kafka.topic of config.yaml (a consumer must name one).
     topic: str | None = None
@@ -176,7 +184,11 @@ class KafkaDestinationConfig(StrictModel):
     producer: dict[str, str | int | float | bool] = Field(default_factory=dict)
     # Used when the topic is created; default: kafka.topic_partitions / _replication_factor.
     partitions: Annotated[int, Field(ge=1)] | None = None
+    # Replication factor if the topic is created; default
+    # kafka.topic_replication_factor.
     replication_factor: Annotated[int, Field(ge=1)] | None = None
+    # Retry policy (with a circuit breaker) on top of the producer's own retries; null:
+    # none, the spool covers outages.
     retry: RetryConfig | None = None
 
     @model_validator(mode="after")
@@ -188,19 +200,26 @@ class KafkaDestinationConfig(StrictModel):
 class ArchiveDestinationConfig(StrictModel):
     """An ``archive`` destination in a rules file (or a consumer's ``archive`` target)."""
 
+    # Destination kind: JSON Lines files partitioned by day and namespace.
     kind: Literal["archive"]
     # Relative: under routing.archive_root of config.yaml.
     directory: Path
+    # Write gzip files (.jsonl.gz) instead of plain JSON Lines.
     gzip: bool = False
+    # A file is finished (renamed to its final name) at this size...
     max_file_bytes: Annotated[int, Field(gt=0)] = 128 * MiB
+    # ... or this long after it was opened, whichever comes first.
     max_file_age_seconds: Annotated[float, Field(gt=0)] = 300.0
+    # Files open at once; beyond this the oldest open file is finished.
     max_open_files: Annotated[int, Field(gt=0)] = 64
     # A write not fsynced by then answers 503 (under openlineage-python's ~5 s timeout).
     write_timeout_seconds: Annotated[float, Field(gt=0)] = 4.0
+    # Retry policy for failed writes (a full disk); null: the client gets 503 at once.
     retry: RetryConfig | None = None
 
 
 class HttpDestinationConfig(StrictModel):
+    # Destination kind: an HTTP target (Marquez, Egeria, DataHub or any endpoint).
     kind: Literal["http"]
     # The target adapter and its settings (url, headers, auth, timeout_seconds, retry):
     # kind http (generic), marquez, egeria or datahub — see proxy/destinations/http/.

@@ -22,6 +22,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 from proxy.destinations.base import DeliveryError
+from proxy.destinations.kafka_client_logs import kafka_client_config
 from proxy.destinations.spool import SpoolFull
 from proxy.openlineage import event_key, event_kind, subject_name
 from proxy.openlineage.repaired import RepairedEvent
@@ -100,8 +101,7 @@ class KafkaProducer:
         self._generations += 1
         generation = _Generation(self._generations)
         generation.producer = Producer(
-            {**self.settings, "error_cb": functools.partial(self._on_error, generation)},
-            logger=logging.getLogger("librdkafka"),
+            kafka_client_config(self.settings, functools.partial(self._on_error, generation))
         )
         return generation
 
@@ -142,8 +142,7 @@ class KafkaProducer:
             generation.fatal = generation.fatal or err
         elif err.code() == KafkaError._ALL_BROKERS_DOWN:
             self.brokers_down = True
-            log.warning("Kafka producer %d: %s", generation.number, err.str())
-        # Other errors (a connection refused…) librdkafka has already logged itself.
+        # The cluster's log (kafka_client_logs) has reported the error, throttled.
 
     def _on_delivery(
         self,
@@ -283,7 +282,7 @@ class KafkaProducer:
         limit = int(self.settings.get("message.max.bytes", _LIBRDKAFKA_MESSAGE_MAX_BYTES))
         if not ask_broker:
             return limit
-        admin = AdminClient(self.settings)
+        admin = AdminClient(kafka_client_config(self.settings))
         resource = ConfigResource(ResourceType.TOPIC, topic)
         try:
             configs = admin.describe_configs([resource], request_timeout=timeout)[resource]
@@ -297,7 +296,7 @@ class KafkaProducer:
 
     def ensure_topics(self, topics: Mapping[str, tuple[int, int]], timeout: float = 10.0) -> None:
         """Create missing topics (name → (partitions, replication)); blocking, call at start."""
-        admin = AdminClient(self.settings)
+        admin = AdminClient(kafka_client_config(self.settings))
         new = [NewTopic(name, p, r) for name, (p, r) in topics.items()]
         for name, future in admin.create_topics(new, request_timeout=timeout).items():
             try:

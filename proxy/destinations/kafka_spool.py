@@ -13,6 +13,7 @@ import asyncio
 import logging
 import re
 from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from prometheus_client.registry import Collector
 from proxy.destinations.kafka import KafkaProducer
 from proxy.destinations.spool import Headers, Spool, SpooledRecord
 
-__all__ = ["KafkaSpool", "SpoolMetrics", "spool_directory"]
+__all__ = ["KafkaSpool", "SpoolMetrics", "SpoolRoots", "spool_directory", "spool_roots"]
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,41 @@ _MAX_BACKOFF = 5.0
 def spool_directory(root: Path, bootstrap_servers: str) -> Path:
     """One directory per cluster under ``root``, named after its bootstrap servers."""
     return root / re.sub(r"[^A-Za-z0-9.-]+", "_", bootstrap_servers)[:200]
+
+
+@dataclass(frozen=True)
+class SpoolRoots:
+    """Where one proxy process spools (``own``), and the spools no live process owns that
+    it drains too (``orphans``); each root holds one directory per cluster."""
+
+    own: Path
+    orphans: tuple[Path, ...] = ()
+
+
+_WORKER_DIR = re.compile(r"worker-(\d+)")
+
+
+def spool_roots(directory: Path, worker: int | None = None, workers: int = 1) -> SpoolRoots:
+    """The spool roots of a single proxy process (``worker=None``) or of worker
+    ``worker`` of ``workers``, under ``kafka.spool.directory``.
+
+    Worker ``i`` spools under ``directory/worker-i``; a restarted worker ``i`` finds its
+    predecessor's spool there. Spools that no worker of this run owns — those of a run
+    with more workers, or of a single-process run (``directory`` itself), or, for a single
+    process, those of an earlier multi-worker run — are drained by the single process or
+    by worker 0, so nothing acknowledged stays on disk when the worker count changes.
+    """
+    found = sorted(
+        (int(match.group(1)), path)
+        for path in (directory.iterdir() if directory.is_dir() else ())
+        if (match := _WORKER_DIR.fullmatch(path.name)) and path.is_dir()
+    )
+    if worker is None:
+        return SpoolRoots(directory, tuple(path for _, path in found))
+    own = directory / f"worker-{worker}"
+    if worker != 0:
+        return SpoolRoots(own)
+    return SpoolRoots(own, (directory, *(path for index, path in found if index >= workers)))
 
 
 class KafkaSpool:

@@ -29,10 +29,11 @@ from proxy.destinations.config import (
 )
 from proxy.destinations.http.destination import HttpDestination
 from proxy.destinations.kafka import KafkaDestination, KafkaProducer
+from proxy.destinations.kafka_client_logs import failure_reason
 from proxy.destinations.kafka_keys import key_function
-from proxy.destinations.kafka_spool import KafkaSpool, spool_directory
+from proxy.destinations.kafka_spool import KafkaSpool, SpoolRoots, spool_directory
 from proxy.destinations.retry import CircuitBreaker, OnRetry, RetryingDestination
-from proxy.destinations.spool import Spool
+from proxy.destinations.spool import Spool, SpoolLocked, holds_segments
 
 __all__ = ["DestinationResources", "build_destination"]
 
@@ -49,15 +50,21 @@ class DestinationResources:
     after every destination using them is closed.
     """
 
-    def __init__(self, kafka: KafkaConfig, archive_root: Path) -> None:
+    def __init__(
+        self, kafka: KafkaConfig, archive_root: Path, spool_roots: SpoolRoots | None = None
+    ) -> None:
         self.kafka = kafka
         self.archive_root = archive_root
+        # Where this process spools, and the spools it drains that no process owns.
+        self.spool_roots = spool_roots or SpoolRoots(kafka.spool.directory)
         self._producers: dict[tuple[tuple[str, Any], ...], KafkaProducer] = {}
         self._ensured: set[str] = set()
         # Topics to create (name → partitions, replication) once a broker answers.
         self._wanted: dict[str, tuple[int, int]] = {}
         # One spool per cluster (bootstrap servers), shared by its producers' destinations.
         self._spools: dict[str, KafkaSpool] = {}
+        # Orphaned spools of those clusters being drained (nothing is appended to them).
+        self._adopted: list[KafkaSpool] = []
 
     def producer(
         self, overrides: Mapping[str, Any], bootstrap_servers: str | None = None
@@ -81,7 +88,7 @@ class DestinationResources:
 
     @property
     def spools(self) -> list[KafkaSpool]:
-        return list(self._spools.values())
+        return [*self._spools.values(), *self._adopted]
 
     async def spool_for(self, producer: KafkaProducer) -> KafkaSpool | None:
         """The started spool for ``producer``'s cluster, or None when spooling is off."""
@@ -90,15 +97,36 @@ class DestinationResources:
             return None
         servers = producer.settings["bootstrap.servers"]
         if servers not in self._spools:
-            directory = spool_directory(config.directory, servers)
-            spool = KafkaSpool(
-                Spool(directory, config.max_bytes, config.segment_bytes),
-                producer,
-                before_send=functools.partial(self._create_wanted, producer),
-            )
+            spool = self._kafka_spool(spool_directory(self.spool_roots.own, servers), producer)
             await spool.start()
             self._spools[servers] = spool
+            await self._adopt_orphans(producer)
         return self._spools[servers]
+
+    def _kafka_spool(self, directory: Path, producer: KafkaProducer) -> KafkaSpool:
+        config = self.kafka.spool
+        return KafkaSpool(
+            Spool(directory, config.max_bytes, config.segment_bytes),
+            producer,
+            before_send=functools.partial(self._create_wanted, producer),
+        )
+
+    async def _adopt_orphans(self, producer: KafkaProducer) -> None:
+        """Drain the orphaned spools of ``producer``'s cluster through it (see
+        :func:`spool_roots`); one another live process holds is left to that process."""
+        servers = producer.settings["bootstrap.servers"]
+        for root in self.spool_roots.orphans:
+            directory = spool_directory(root, servers)
+            if not await asyncio.to_thread(holds_segments, directory):
+                continue
+            orphan = self._kafka_spool(directory, producer)
+            try:
+                await orphan.start()
+            except SpoolLocked:
+                log.info("spool %s is held by another live process; left to it", directory)
+                continue
+            log.warning("draining spool %s, which no running proxy process owns", directory)
+            self._adopted.append(orphan)
 
     async def ensure_topic(self, producer: KafkaProducer, topic: str, config: Any) -> None:
         """Create ``topic`` once per process if config.yaml allows; a failure only warns
@@ -117,15 +145,16 @@ class DestinationResources:
             await asyncio.to_thread(producer.ensure_topics, {topic: self._wanted[topic]}, 3.0)
             self._ensured.add(topic)
         except Exception as exc:
-            log.warning("could not ensure topic %s: %s", topic, exc)
+            log.warning("could not ensure topic %s: %s", topic, failure_reason(exc))
 
     async def close(self, flush_seconds: float) -> None:
         """Flush every producer within ``flush_seconds`` in all, then stop them."""
         deadline = time.monotonic() + flush_seconds
         spooled = set(self._spools)
-        for spool in self._spools.values():
+        for spool in self.spools:
             await spool.close()
         self._spools.clear()
+        self._adopted.clear()
         for producer in self._producers.values():
             servers = producer.settings["bootstrap.servers"]
             wait = max(0.0, deadline - time.monotonic())

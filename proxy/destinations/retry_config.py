@@ -22,6 +22,8 @@ class RetryConfig(StrictModel):
     # means "never retry", null "until delivered". Proxy routes only: consumer daemons
     # and replay never give up on a retriable failure (see :meth:`until_delivered`).
     max_attempts: Annotated[int, Field(ge=1)] | None = 5
+    # Cap of the wait before the first retry; it doubles after each failure, and each wait
+    # is drawn at random below the cap (full jitter).
     initial_backoff_seconds: Annotated[float, Field(gt=0)] = 0.5
     # The backoff's cap: also how long a failing event may wait after its target is back.
     max_backoff_seconds: Annotated[float, Field(gt=0)] = 5.0
@@ -42,6 +44,7 @@ class BreakerConfig(StrictModel):
     # The first probe interval; it doubles after each failed probe up to max_open_seconds,
     # which bounds how long a recovered target waits for traffic again.
     open_seconds: Annotated[float, Field(gt=0)] = 1.0
+    # The longest probe interval.
     max_open_seconds: Annotated[float, Field(gt=0)] = 5.0
 
     @model_validator(mode="after")

@@ -39,7 +39,15 @@ from typing import IO
 
 import orjson
 
-__all__ = ["Spool", "SpoolFull", "SpooledRecord", "decode_records", "encode_record"]
+__all__ = [
+    "Spool",
+    "SpoolFull",
+    "SpoolLocked",
+    "SpooledRecord",
+    "decode_records",
+    "encode_record",
+    "holds_segments",
+]
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +64,10 @@ class SpoolFull(Exception):
     """The spool holds ``max_bytes`` already; the event was not stored."""
 
 
+class SpoolLocked(RuntimeError):
+    """Another live process holds the spool directory."""
+
+
 @dataclass(frozen=True, slots=True)
 class SpooledRecord:
     """One spooled Kafka message and where it ends in its segment."""
@@ -67,6 +79,11 @@ class SpooledRecord:
     spooled_at: float
     segment: int
     end: int
+
+
+def holds_segments(directory: Path) -> bool:
+    """Whether ``directory`` holds spool segments (blocking: call from a thread)."""
+    return directory.is_dir() and any(directory.glob(f"segment-*{_SUFFIX}"))
 
 
 def encode_record(
@@ -279,7 +296,7 @@ class Spool:
             fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             lock_file.close()
-            raise RuntimeError(
+            raise SpoolLocked(
                 f"spool directory {self.directory} is used by another process; give each "
                 "proxy process its own kafka.spool.directory"
             ) from None

@@ -17,7 +17,7 @@ import asyncio
 import socket
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 import orjson
 from aiohttp import web
@@ -56,7 +56,7 @@ class TargetDouble:
         """Base URL (what a target's ``url`` setting takes)."""
         return f"http://127.0.0.1:{self.port}"
 
-    async def start(self) -> TargetDouble:
+    async def start(self) -> Self:
         if not self.port:
             with socket.socket() as sock:
                 sock.bind(("127.0.0.1", 0))
@@ -87,7 +87,7 @@ class TargetDouble:
             await self._runner.cleanup()
             self._runner = None
 
-    async def __aenter__(self) -> TargetDouble:
+    async def __aenter__(self) -> Self:
         return await self.start()
 
     async def __aexit__(self, *exc: object) -> None:

@@ -40,8 +40,8 @@ from tests.integration.consumers.conftest import (
     seq,
     sequenced_run_events,
     status_of,
-    wait_for,
 )
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -20,9 +20,9 @@ from tests.conftest import REPO
 from tests.doubles.target_double import TargetDouble
 from tests.faults.figures import report
 from tests.faults.load import compare, kafka_run_ids, post_events
-from tests.integration.consumers.conftest import wait_for
 from tests.processes import serve_process, wait_until_ready
 from tests.sample_events import rich_run_event, run_event
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

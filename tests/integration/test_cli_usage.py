@@ -37,3 +37,24 @@ def test_serve_on_a_port_in_use_says_so_in_one_line_and_exits_2(broker, topic):
     assert code == 2
     assert lines[-1] == f"lineage-proxy serve: cannot listen on 127.0.0.1:{port}: address in use"
     assert not any("Traceback" in line for line in lines), "\n".join(lines)
+
+
+@pytest.mark.parametrize("workers", ["0", "many"])
+def test_serve_workers_not_a_count_or_auto_is_one_line_naming_the_option_exit_2(broker, workers):
+    process, _ = serve_process(broker.bootstrap_servers, "--workers", workers)
+    code, lines = _finished(process)
+    assert code == 2
+    assert len(lines) == 1 and lines[0].startswith(f"lineage-proxy serve: --workers {workers}: ")
+    assert "'auto'" in lines[0]
+
+
+def test_serve_workers_on_a_port_in_use_says_so_in_one_line_and_exits_2(broker, topic):
+    with socket.create_server(("127.0.0.1", 0)) as holder:
+        port = holder.getsockname()[1]
+        process, _ = serve_process(
+            broker.bootstrap_servers, "--workers", "2", port=port, kafka__topic=topic
+        )
+        code, lines = _finished(process)
+    assert code == 2
+    assert lines[-1] == f"lineage-proxy serve: cannot listen on 127.0.0.1:{port}: address in use"
+    assert not any("Traceback" in line for line in lines), "\n".join(lines)

@@ -11,7 +11,6 @@ import asyncio
 import logging
 import resource
 import time
-from collections.abc import Awaitable, Callable
 from urllib.parse import urlsplit
 
 import orjson
@@ -21,6 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.faults.figures import report
 from tests.sample_events import run_event
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -36,15 +36,6 @@ async def metric(url: str, name: str, **labels: str) -> float:
             if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
                 return float(sample.value)
     return 0.0
-
-
-async def wait_for(check: Callable[[], Awaitable[bool]], seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if await check():
-            return True
-        await asyncio.sleep(0.1)
-    return await check()
 
 
 async def connect(url: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
@@ -89,7 +80,7 @@ async def test_clients_leaving_mid_body_are_counted_as_client_errors_not_500s(st
         async def all_counted() -> bool:
             return await metric(url, "lineage_proxy_client_errors_total") >= clients
 
-        counted = await wait_for(all_counted, seconds=20)
+        counted = await eventually(all_counted, within=20)
         disconnected = await metric(url, "lineage_proxy_client_errors_total", kind="disconnected")
         errors_500 = await metric(url, "lineage_proxy_http_requests_total", status="500")
         status, _ = await timed_post(url)

@@ -18,6 +18,7 @@ from routing_rules.transforms import REDACTED
 from tests.doubles.target_double import TargetDouble
 from tests.kafka_reader import read_all_produced_so_far
 from tests.sample_events import dataset_event, job_event, rich_run_event, run_event
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -34,15 +35,6 @@ def archived(directory: Path) -> list[tuple[str, dict[str, Any]]]:
         for f in finished_files(directory)
         for line in f.read_bytes().splitlines()
     ]
-
-
-async def wait_for(condition) -> None:
-    """Poll ``condition`` for up to 10 s (a deadline, not a timing assertion)."""
-    for _ in range(500):
-        if condition():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError("condition not met within 10 s")
 
 
 async def post(session: ClientSession, url: str, body: Any) -> tuple[int, Any]:

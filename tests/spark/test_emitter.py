@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -206,8 +207,13 @@ import sys
 from pyspark.sql import SparkSession
 from spark_emitter import enable_lineage
 
-spark = SparkSession.builder.master("local[1]").appName("No Stop").getOrCreate()
-enable_lineage(spark, url=sys.argv[1], namespace="exit-test")
+spark = (
+    SparkSession.builder.master("local[1]").appName("No Stop")
+    .config("spark.openlineage.transport.type", "file")
+    .config("spark.openlineage.transport.location", sys.argv[1])
+    .getOrCreate()
+)
+enable_lineage(spark, namespace="exit-test")
 spark.range(5).write.parquet(sys.argv[2])
 # no spark.stop(): the interpreter just exits
 """
@@ -216,23 +222,22 @@ spark.range(5).write.parquet(sys.argv[2])
 def test_application_complete_is_sent_when_the_script_exits_without_stopping_spark(
     tmp_path: Path,
 ) -> None:
-    receiver = LineageReceiver()
-    try:
-        script = tmp_path / "no_stop.py"
-        script.write_text(EXIT_WITHOUT_STOP)
-        out = tmp_path / "numbers"
-        completed = subprocess.run(
-            [sys.executable, str(script), receiver.url, str(out)],
-            capture_output=True,
-            text=True,
-            timeout=180,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
-            check=False,
-        )
-        assert completed.returncode == 0, completed.stderr[-3000:]
-        events = receiver.events
-    finally:
-        receiver.close()
+    """Also the file transport of the openlineage-python client, configured by Spark conf
+    alone: every event a line of one file, schema-valid."""
+    script = tmp_path / "no_stop.py"
+    script.write_text(EXIT_WITHOUT_STOP)
+    out, lineage = tmp_path / "numbers", tmp_path / "lineage.jsonl"
+    completed = subprocess.run(
+        [sys.executable, str(script), str(lineage), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    events = [json.loads(line) for line in lineage.read_text().splitlines()]
+    assert [VALIDATOR.validate(e) for e in events] == [[]] * len(events)
     write = "no_stop.execute_insert_into_hadoop_fs_relation_command." + normalize_name(
         f"{tmp_path.name}_numbers"
     )

@@ -24,8 +24,9 @@ from spark_emitter.archive_jobs.compact import compact
 from spark_emitter.archive_jobs.graph import build_graph
 from tests.conftest import REPO
 from tests.doubles.marquez_double import MarquezDouble
-from tests.integration.consumers.conftest import consumer_config, running, wait_for
+from tests.integration.consumers.conftest import consumer_config, running
 from tests.spark.conftest import column_edges, event_types
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.spark
 

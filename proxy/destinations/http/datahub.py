@@ -14,6 +14,7 @@ __all__ = ["DataHubTarget"]
 
 
 class DataHubTarget(HttpTarget):
+    # DataHub: POST /openapi/openlineage/api/v1/lineage.
     kind: Literal["datahub"]
     url: str = "http://localhost:8080"
 

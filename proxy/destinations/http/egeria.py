@@ -22,10 +22,12 @@ __all__ = ["EgeriaTarget"]
 
 
 class EgeriaTarget(HttpTarget):
+    # Egeria's lineage integrator; success is read from relatedHTTPCode in the body.
     kind: Literal["egeria"]
     url: str = "https://localhost:9443"
     # The integration daemon server hosting the lineage integrator, and the calling user.
     server: str = "integration-daemon"
+    # The user the lineage integrator is called as (part of the endpoint path).
     user: str = "garygeeke"
 
     def endpoint(self) -> str:

@@ -18,7 +18,9 @@ class GenericHttpTarget(HttpTarget):
     (like the proxy's own ``/api/v1/lineage/batch``); the whole array succeeds or fails.
     """
 
+    # Any HTTP endpoint taking OpenLineage events.
     kind: Literal["http"]
+    # Events per POST; above 1, a JSON array (all or nothing).
     batch_events: Annotated[int, Field(ge=1)] = 1
 
     @property

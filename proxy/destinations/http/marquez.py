@@ -17,6 +17,7 @@ __all__ = ["MarquezTarget"]
 
 
 class MarquezTarget(HttpTarget):
+    # Marquez: POST /api/v1/lineage, 201 on success.
     kind: Literal["marquez"]
     url: str = "http://localhost:5000"
 

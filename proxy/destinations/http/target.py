@@ -59,14 +59,16 @@ def judge_status(status: int) -> Verdict:
 
 
 class BearerAuth(StrictModel):
+    # Authorization: Bearer <token>.
     type: Literal["bearer"]
     # The token itself, or the name of an environment variable holding it.
     token: SecretStr | None = None
+    # Name of an environment variable holding the token (instead of token).
     token_env: str | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> BearerAuth:
-        check_one_source(self.token, self.token_env, "token or token_env")
+        check_one_source("token or token_env", self.token, self.token_env)
         return self
 
     def header(self) -> str:
@@ -74,14 +76,18 @@ class BearerAuth(StrictModel):
 
 
 class BasicAuth(StrictModel):
+    # Authorization: Basic, from username and password.
     type: Literal["basic"]
+    # The user name.
     username: str
+    # The password itself...
     password: SecretStr | None = None
+    # ... or the name of an environment variable holding it.
     password_env: str | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> BasicAuth:
-        check_one_source(self.password, self.password_env, "password or password_env")
+        check_one_source("password or password_env", self.password, self.password_env)
         return self
 
     def header(self) -> str:
@@ -92,14 +98,20 @@ class BasicAuth(StrictModel):
 class HttpTarget(StrictModel):
     """Settings every HTTP target has; subclasses add a ``kind`` and their knowledge."""
 
+    # The target adapter: http (any endpoint), marquez, egeria or datahub.
     kind: str
     # Base URL of the target (the target's module appends its path), or for the generic
     # target the full endpoint URL.
     url: str
+    # Extra request headers, sent as they are.
     headers: dict[str, str] = Field(default_factory=dict)
+    # How to authenticate: type bearer or basic; null: no Authorization header.
     auth: Annotated[BearerAuth | BasicAuth, Field(discriminator="type")] | None = None
+    # A request not answered within this long fails as retriable.
     timeout_seconds: Annotated[float, Field(gt=0)] = 10.0
+    # Connections to the target at most (requests in flight beyond it wait).
     max_connections: Annotated[int, Field(ge=1)] = 64
+    # Retry policy for retriable failures (5xx, timeouts, 429...).
     retry: RetryConfig = Field(default_factory=RetryConfig)
 
     @field_validator("url")

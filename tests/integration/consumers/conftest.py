@@ -10,9 +10,8 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from tests.conftest import REPO
 from tests.faults.load import kafka_run_ids
 from tests.processes import ServeProcess
 from tests.sample_events import facet, run_event
+from tests.waiting import wait_for
 
 # Short group timeouts: a join takes ~3 s on the test broker instead of ~23 s.
 TEST_GROUP = {"session_timeout_ms": 3000, "heartbeat_interval_ms": 300}
@@ -40,7 +40,7 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(10)
 
 
-def produce(bootstrap: str, topic: str, messages: list[tuple[str | None, bytes]]) -> None:
+def produce(bootstrap: str, topic: str, messages: Sequence[tuple[str | None, bytes]]) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
     for key, value in messages:
         producer.produce(topic, value=value, key=key)
@@ -100,14 +100,6 @@ def metric(daemon: ConsumerDaemon, name: str, **labels: str) -> float:
         f"lineage_consumer_{name}_total", {"consumer": daemon.name, **labels}
     )
     return value or 0.0
-
-
-async def wait_for(check: Callable[[], bool], within: float = 30.0, what: str = "") -> None:
-    deadline = time.monotonic() + within
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or check}")
-        await asyncio.sleep(0.05)
 
 
 @contextlib.asynccontextmanager

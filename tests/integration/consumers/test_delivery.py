@@ -17,10 +17,10 @@ from tests.integration.consumers.conftest import (
     produce,
     running,
     sequenced_run_events,
-    wait_for,
 )
 from tests.kafka_reader import read_all_produced_so_far
 from tests.sample_events import run_event
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -59,7 +59,9 @@ async def test_target_down_for_a_while_then_up_loses_nothing(broker, topic_with)
         await marquez.down()
         async with running(broker.bootstrap_servers, config) as daemon:
             await asyncio.to_thread(produce, broker.bootstrap_servers, topic, encoded(events))
-            await wait_for(lambda: daemon.breaker.state != "closed", what="circuit to open")
+            await wait_for(
+                lambda: daemon.breaker.state is not CircuitState.CLOSED, what="circuit to open"
+            )
             await asyncio.sleep(
                 0.5
             )  # well past max_attempts times the backoff: nothing may give up

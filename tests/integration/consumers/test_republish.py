@@ -14,9 +14,9 @@ from tests.integration.consumers.conftest import (
     produce,
     running,
     sequenced_run_events,
-    wait_for,
 )
 from tests.kafka_reader import read_topic
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

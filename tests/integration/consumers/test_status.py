@@ -23,8 +23,8 @@ from tests.integration.consumers.conftest import (
     encoded,
     produce,
     sequenced_run_events,
-    wait_for,
 )
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

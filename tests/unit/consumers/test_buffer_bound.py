@@ -13,11 +13,13 @@ class _Handler:
     released_bytes: int = 0
 
 
-def _source(handed: int, handed_bytes: int, largest: int, **bounds: int) -> KafkaSource:
+def _source(
+    handed: int, handed_bytes: int, largest: int, handler: _Handler | None = None, **bounds: int
+) -> KafkaSource:
     source = KafkaSource(
         {},
         ["t"],
-        handler=_Handler(),  # type: ignore[arg-type]  # only the released counters are read
+        handler=handler or _Handler(),  # type: ignore[arg-type]  # only the counters are read
         max_buffered=bounds.get("messages", 1000),
         max_buffered_bytes=bounds.get("size", 100_000),
         revoke_timeout=1.0,
@@ -42,9 +44,10 @@ def test_a_full_buffer_fetches_nothing():
 
 
 def test_released_messages_make_room_again():
-    source = _source(100, 100_000, 1_000)
+    handler = _Handler()
+    source = _source(100, 100_000, 1_000, handler)
     assert source._room(paused=False) == 0
-    source._handler.released_messages, source._handler.released_bytes = 50, 50_000
+    handler.released_messages, handler.released_bytes = 50, 50_000
     assert source.buffered() == (50, 50_000)
     assert source._room(paused=False) == 50
 

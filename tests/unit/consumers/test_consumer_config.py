@@ -8,6 +8,8 @@ import pytest
 
 from proxy.cli import main
 from proxy.config import ConfigError, load_config
+from proxy.destinations.http.generic import GenericHttpTarget
+from proxy.destinations.http.marquez import MarquezTarget
 
 GOOD = """\
 kafka:
@@ -39,6 +41,7 @@ def _write(tmp_path, text):
 def test_consumers_section_loads_typed_with_paths_under_the_config_dir(tmp_path):
     config = load_config(_write(tmp_path, GOOD), environ={})
     marquez, hook = config.consumers["to-marquez"], config.consumers["to-hook"]
+    assert isinstance(marquez.target, MarquezTarget) and isinstance(hook.target, GenericHttpTarget)
     assert marquez.target.endpoint() == "http://marquez:5000/api/v1/lineage"
     assert marquez.dedupe.journal == tmp_path / "state" / "marquez.journal"
     assert hook.target.batch_max_events == 50 and hook.topics == ["a", "b"]
@@ -100,6 +103,7 @@ def test_a_consumer_rejects_max_attempts_because_it_never_gives_up(tmp_path):
 def test_consumer_retry_defaults_never_give_up_and_are_capped_low(tmp_path):
     config = load_config(_write(tmp_path, GOOD), environ={})
     marquez = config.consumers["to-marquez"]
+    assert isinstance(marquez.target, MarquezTarget) and marquez.target.retry is not None
     assert marquez.target.retry.max_attempts is None  # until delivered
     assert marquez.circuit_breaker.max_open_seconds <= 5
     assert marquez.target.retry.max_backoff_seconds <= 5

@@ -12,13 +12,14 @@ from proxy.destinations.http.destination import HttpDeliveryError, HttpDestinati
 from proxy.destinations.http.egeria import EgeriaTarget
 from proxy.destinations.http.generic import GenericHttpTarget
 from proxy.destinations.http.marquez import MarquezTarget
+from proxy.destinations.retry_config import RetryConfig
 from tests.doubles.datahub_double import DataHubDouble
 from tests.doubles.egeria_double import EgeriaDouble
 from tests.doubles.marquez_double import MarquezDouble
 from tests.doubles.target_double import TargetDouble
 from tests.sample_events import run_event
 
-FAST_RETRY = {"max_attempts": 5, "initial_backoff_seconds": 0.001, "max_backoff_seconds": 0.01}
+FAST_RETRY = RetryConfig(max_attempts=5, initial_backoff_seconds=0.001, max_backoff_seconds=0.01)
 
 
 async def _deliver(destination, event):
@@ -133,8 +134,8 @@ async def test_egeria_200_with_related_http_code_is_a_failure():
 
 async def test_datahub_bearer_token_and_invalid_event():
     async with DataHubDouble(token="tok", accepted_status=202) as datahub:
-        target = DataHubTarget(
-            kind="datahub", url=datahub.url, auth={"type": "bearer", "token": "tok"}
+        target = DataHubTarget.model_validate(
+            {"kind": "datahub", "url": datahub.url, "auth": {"type": "bearer", "token": "tok"}}
         )
         dest = HttpDestination("d", target)
         await dest.start()

@@ -71,10 +71,16 @@ def test_endpoints_follow_each_targets_documented_path():
 
 def test_auth_headers_bearer_from_env_and_basic(monkeypatch):
     monkeypatch.setenv("DH_TOKEN", "s3cret")
-    target = DataHubTarget(kind="datahub", auth={"type": "bearer", "token_env": "DH_TOKEN"})
+    target = DataHubTarget.model_validate(
+        {"kind": "datahub", "auth": {"type": "bearer", "token_env": "DH_TOKEN"}}
+    )
     assert target.request_headers()["Authorization"] == "Bearer s3cret"
-    basic = GenericHttpTarget(
-        kind="http", url="http://x", auth={"type": "basic", "username": "a", "password": "b"}
+    basic = GenericHttpTarget.model_validate(
+        {
+            "kind": "http",
+            "url": "http://x",
+            "auth": {"type": "basic", "username": "a", "password": "b"},
+        }
     )
     assert basic.request_headers()["Authorization"] == "Basic YTpi"
 

@@ -46,6 +46,7 @@ def test_a_refused_event_is_given_up_at_once(attempts):
 
 
 def test_a_route_gives_up_on_retriable_failures_after_max_attempts():
+    assert FAST.max_attempts is not None
     assert verdict(RETRIABLE, FAST.max_attempts - 1, FAST) is Verdict.RETRY
     assert verdict(RETRIABLE, FAST.max_attempts, FAST) is Verdict.GIVE_UP
 

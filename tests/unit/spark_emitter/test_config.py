@@ -24,10 +24,14 @@ def test_spark_conf_uses_the_official_key_names() -> None:
         {},
         {},
     )
-    assert config.url == "http://proxy:5000"
-    assert config.endpoint == "/lineage/v1"
-    assert config.api_key == "k"
-    assert config.timeout == 2.5
+    # No type with a url: http, as before transports had types.
+    assert config.transport == {
+        "type": "http",
+        "url": "http://proxy:5000",
+        "endpoint": "/lineage/v1",
+        "auth": {"type": "api_key", "apiKey": "k"},
+        "timeout": 2.5,
+    }
     assert config.namespace == "etl"
     assert (config.parent_namespace, config.parent_name) == ("airflow", "dag.task")
     assert config.append_dataset_name is False
@@ -37,37 +41,50 @@ def test_spark_conf_uses_the_official_key_names() -> None:
 def test_environment_fills_what_spark_conf_leaves_out() -> None:
     config = resolve_config(
         {"spark.openlineage.namespace": "from-conf"},
-        {
-            "OPENLINEAGE_URL": "http://env:5000",
-            "OPENLINEAGE_NAMESPACE": "from-env",
-            "OPENLINEAGE_API_KEY": "env-key",
-        },
+        {"OPENLINEAGE_URL": "http://env:5000", "OPENLINEAGE_NAMESPACE": "from-env"},
         {},
     )
-    assert (config.url, config.namespace, config.api_key) == (
-        "http://env:5000",
-        "from-conf",
-        "env-key",
-    )
+    # The transport from the environment is the client's business (delivery.open_client).
+    assert (config.transport, config.namespace) == (None, "from-conf")
 
 
-def test_arguments_win_over_everything() -> None:
+def test_arguments_win_over_spark_conf() -> None:
     config = resolve_config(
-        {"spark.openlineage.transport.url": "http://conf"},
+        {
+            "spark.openlineage.transport.url": "http://conf",
+            "spark.openlineage.transport.auth.apiKey": "conf-key",
+        },
         {"OPENLINEAGE_URL": "http://env"},
-        {"url": "http://arg", "namespace": None},
+        {"url": "http://arg", "namespace": None, "timeout": 1.5},
     )
-    assert (config.url, config.namespace) == ("http://arg", "default")
+    assert config.transport == {
+        "type": "http",
+        "url": "http://arg",
+        "auth": {"type": "api_key", "apiKey": "conf-key"},
+        "timeout": 1.5,
+    }
+    assert config.namespace == "default"
 
 
-def test_nothing_configured_means_no_url() -> None:
-    assert resolve_config({}, {}, {}).url is None
+def test_a_url_argument_replaces_a_transport_of_another_type() -> None:
+    config = resolve_config(
+        {"spark.openlineage.transport.type": "console"}, {}, {"url": "http://arg"}
+    )
+    assert config.transport == {"type": "http", "url": "http://arg"}
+
+
+def test_http_arguments_without_a_url_are_an_error() -> None:
+    with pytest.raises(ConfigurationError, match="api_key: settings of an http transport"):
+        resolve_config({}, {}, {"api_key": "k"})
+
+
+def test_nothing_configured_leaves_the_transport_to_the_client() -> None:
+    assert resolve_config({}, {}, {}).transport is None
 
 
 @pytest.mark.parametrize(
     ("conf", "message"),
     [
-        ({"spark.openlineage.transport.timeoutInMillis": "soon"}, "timeoutInMillis: expected"),
         ({"spark.openlineage.disabled": "perhaps"}, "spark.openlineage.disabled: expected"),
         ({"spark.openlineage.parentJobName": "x"}, "go together"),
         ({"spark.openlineage.emitter.queueSize": "0"}, "queueSize: must be positive"),

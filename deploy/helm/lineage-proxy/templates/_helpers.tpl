@@ -74,6 +74,50 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
   mountPath: /tmp
 {{- end -}}
 
+{{/* The proxy's HTTPS (proxy.tls): server.tls from the Secret's files, the volume and
+     its mount, and the probes' scheme. */}}
+{{- define "lineage-proxy.tlsEnv" -}}
+{{- with .Values.proxy.tls }}
+{{- if .secretName }}
+{{- if not (has .clientCert (list "none" "optional")) }}
+{{- fail "proxy.tls.clientCert: none or optional (kubelet's probes present no client certificate)" }}
+{{- end }}
+- name: LINEAGE_PROXY__SERVER__TLS__CERT_FILE
+  value: /etc/lineage-proxy-tls/tls.crt
+- name: LINEAGE_PROXY__SERVER__TLS__KEY_FILE
+  value: /etc/lineage-proxy-tls/tls.key
+- name: LINEAGE_PROXY__SERVER__TLS__CLIENT_CERT
+  value: {{ .clientCert | quote }}
+{{- if eq .clientCert "optional" }}
+- name: LINEAGE_PROXY__SERVER__TLS__CLIENT_CA_FILE
+  value: /etc/lineage-proxy-tls/ca.crt
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{- define "lineage-proxy.tlsVolume" -}}
+{{- if .Values.proxy.tls.secretName }}
+- name: tls
+  secret:
+    secretName: {{ .Values.proxy.tls.secretName }}
+{{- end }}
+{{- end -}}
+
+{{- define "lineage-proxy.tlsMount" -}}
+{{- if .Values.proxy.tls.secretName }}
+- name: tls
+  mountPath: /etc/lineage-proxy-tls
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{- define "lineage-proxy.probeScheme" -}}
+{{- if .Values.proxy.tls.secretName }}
+scheme: HTTPS
+{{- end }}
+{{- end -}}
+
 {{- define "lineage-proxy.containerSecurityContext" -}}
 allowPrivilegeEscalation: false
 readOnlyRootFilesystem: true

@@ -1,4 +1,7 @@
-"""Fault tests get a broker of their own: they pause, kill and replace it."""
+"""Fault tests: the tests that cause a failure for real (broker paused, killed or replaced,
+disk full, target down, process killed, poison events) and report their figures
+(figures.py), with the load tools they share (load.py). Tests that pause, kill or replace
+the broker get one of their own (``dedicated_broker``)."""
 
 from __future__ import annotations
 

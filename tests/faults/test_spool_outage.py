@@ -7,8 +7,10 @@ what landed in Kafka."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import Any
 
 import orjson
@@ -82,7 +84,7 @@ async def test_broker_absent_at_start_events_are_spooled_then_arrive_in_order_wi
             records = await asyncio.to_thread(
                 read_all_produced_so_far, broker.bootstrap_servers, topic
             )
-    found = defaultdict(int)
+    found: Counter[str] = Counter()
     order: dict[str, list[str]] = defaultdict(list)
     for record in records:
         run_id = orjson.loads(record.value)["run"]["runId"]
@@ -125,7 +127,8 @@ async def test_broker_killed_mid_load_and_replaced_every_event_acknowledged_afte
 
             async def kill_and_replace() -> tuple[float, float]:
                 await asyncio.sleep(1.5)
-                first._process.kill()  # SIGKILL
+                assert first.pid is not None
+                os.kill(first.pid, signal.SIGKILL)
                 killed_at = time.monotonic()
                 await asyncio.sleep(3)
                 await asyncio.to_thread(second.start)

@@ -1,0 +1,105 @@
+"""``GET /`` and ``/ui`` (the page) and ``GET /api/v1/status`` (the JSON it polls).
+
+The page is one static file with its script and styles inline: no build step, nothing
+fetched from elsewhere, and a Content-Security-Policy that lets it talk to this proxy
+only. It holds no figures itself, so it is served without a token; the JSON needs a
+valid Bearer token when auth is on (any configured token: the figures are aggregates,
+and the refusals list where and why, never an event). ``server.status_page: false``
+removes all three routes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.resources
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry
+
+from proxy.destinations import Destination
+from proxy.exact_json import dumps
+from proxy.lineage_endpoints import AUTHENTICATOR
+from proxy.readiness import Health, destination_health
+from proxy.status.rates import RateWindow
+from proxy.status.rejections import RecentRejections
+from proxy.status.report import status_report
+
+__all__ = ["StatusPage"]
+
+# Health (a Kafka metadata request, an archive probe) is asked at most this often, however
+# many pages poll.
+_HEALTH_SECONDS = 2.0
+
+_PAGE_HEADERS = {
+    "Cache-Control": "no-cache",
+    "Content-Security-Policy": "default-src 'none'; script-src 'unsafe-inline'; "
+    "style-src 'unsafe-inline'; connect-src 'self'; base-uri 'none'; form-action 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+class StatusPage:
+    """The page's routes and the sampler behind its per-minute rates."""
+
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        recent: RecentRejections,
+        destinations: Callable[[], Sequence[Destination]],
+    ) -> None:
+        self.window = RateWindow(registry)
+        self.recent = recent
+        self.destinations = destinations
+        self.started = time.monotonic()
+        # (when, of which destinations, their health)
+        self._health: tuple[float, tuple[int, ...], dict[str, Health]] | None = None
+        self._page = importlib.resources.files(__package__).joinpath("page.html").read_bytes()
+
+    def add_to(self, app: web.Application) -> None:
+        app.router.add_get("/", self.page, name="status_page")
+        app.router.add_get("/ui", self.page, name="status_page_ui")
+        app.router.add_get("/api/v1/status", self.status, name="status")
+        app.cleanup_ctx.append(self._sampling)
+
+    async def _sampling(self, app: web.Application) -> AsyncIterator[None]:
+        task = asyncio.create_task(self.window.run(), name="status-sampler")
+        yield
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    async def page(self, request: web.Request) -> web.Response:
+        return web.Response(
+            body=self._page, content_type="text/html", charset="utf-8", headers=_PAGE_HEADERS
+        )
+
+    async def status(self, request: web.Request) -> web.Response:
+        request.app[AUTHENTICATOR].principal_of(request)
+        destinations = self.destinations()
+        report = status_report(
+            self.window,
+            destinations,
+            await self._health_of(destinations),
+            self.recent,
+            self.started,
+        )
+        return web.Response(
+            body=dumps(report),
+            content_type="application/json",
+            headers={"Cache-Control": "no-store"},
+        )
+
+    async def _health_of(self, destinations: Sequence[Destination]) -> dict[str, Health]:
+        which = tuple(id(d) for d in destinations)
+        now = time.monotonic()
+        if (
+            self._health is None
+            or self._health[1] != which
+            or now - self._health[0] > _HEALTH_SECONDS
+        ):
+            self._health = (now, which, await destination_health(destinations))
+        return self._health[2]

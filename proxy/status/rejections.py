@@ -1,0 +1,49 @@
+"""The last refused requests, for the status page: where and why, never what.
+
+Fed from :meth:`proxy.client_faults.ClientFaults.refused`, the one place a 4xx answer
+(invalid event, missing token, forbidden namespace, too large) is logged. A bounded
+ring: a flood of refusals costs a fixed amount of memory. It keeps the status, the
+reason, our one-line error, the JSON pointers and the request id — never the payload,
+the detail messages (they may quote the payload) or the token.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+__all__ = ["RecentRejections", "Rejected"]
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    time: float  # wall clock, seconds since the epoch
+    status: int
+    reason: str
+    error: str
+    pointers: tuple[str, ...]
+    request_id: str | None
+
+    def as_json(self) -> dict[str, Any]:
+        return {**asdict(self), "pointers": list(self.pointers)}
+
+
+class RecentRejections:
+    def __init__(self, size: int = 50) -> None:
+        self._ring: collections.deque[Rejected] = collections.deque(maxlen=size)
+
+    def add(
+        self,
+        status: int,
+        reason: str,
+        error: str,
+        pointers: Sequence[str],
+        request_id: str | None = None,
+    ) -> None:
+        self._ring.append(Rejected(time.time(), status, reason, error, tuple(pointers), request_id))
+
+    def newest_first(self) -> list[Rejected]:
+        return list(reversed(self._ring))

@@ -1,0 +1,169 @@
+"""The JSON the status page polls (``GET /api/v1/status``; shape in README "Status page").
+
+Built from one registry reading (:mod:`.rates`), destination health
+(:mod:`proxy.readiness`) and the last refusals (:mod:`.rejections`). Nothing here keeps
+figures of its own: a figure on the page is the same number ``/metrics`` shows.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from proxy.destinations import Destination
+from proxy.readiness import Health
+from proxy.status.rates import RateWindow, Reading
+from proxy.status.rejections import RecentRejections
+
+__all__ = ["status_report"]
+
+_ACCEPTED = "lineage_proxy_events_accepted_total"
+_REJECTED = "lineage_proxy_events_rejected_total"
+_REPAIRED = "lineage_proxy_events_repaired_total"
+_ROUTED = "lineage_proxy_routed_events_total"
+_DELIVERY = "lineage_proxy_delivery_seconds"
+_FAILURES = "lineage_proxy_delivery_failures_total"
+_CONSUMER_LAG = "lineage_consumer_lag"
+_CONSUMER_CIRCUIT = "lineage_consumer_circuit_open"
+_CONSUMER_DELIVERED = "lineage_consumer_delivered_total"
+
+
+def _iso(wall: float) -> str:
+    when = datetime.datetime.fromtimestamp(wall, datetime.UTC)
+    return when.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _quantile(growth: Reading, destination: str, q: float) -> float | None:
+    """Prometheus' histogram_quantile over the window: linear within the bucket."""
+    buckets = sorted(
+        (float(labels["le"]), count)
+        for labels, count in growth.samples(_DELIVERY + "_bucket")
+        if labels.get("destination") == destination
+    )
+    if not buckets or buckets[-1][1] <= 0:
+        return None
+    rank = q * buckets[-1][1]
+    lower, below = 0.0, 0.0
+    for upper, count in buckets:
+        if count >= rank:
+            if math.isinf(upper):
+                return lower
+            return lower + (upper - lower) * (rank - below) / max(count - below, 1e-9)
+        lower, below = upper, count
+    return lower
+
+
+def _events(now: Reading, growth: Reading, per_minute: float) -> dict[str, Any]:
+    def figure(name: str) -> dict[str, float]:
+        return {"total": now.total(name), "per_minute": round(growth.total(name) * per_minute, 1)}
+
+    rejected = figure(_REJECTED)
+    by_reason: dict[str, float] = {}
+    for labels, value in now.samples(_REJECTED):
+        by_reason[labels["reason"]] = value
+    return {
+        "accepted": figure(_ACCEPTED),
+        "rejected": {**rejected, "by_reason": by_reason},
+        "repaired": figure(_REPAIRED),
+    }
+
+
+def _rules(now: Reading, growth: Reading, per_minute: float) -> list[dict[str, Any]]:
+    names = list(dict.fromkeys(labels["rule"] for labels, _ in now.samples(_ROUTED)))
+    return [
+        {
+            "name": name,
+            "matched": now.total(_ROUTED, rule=name, outcome="matched"),
+            "dropped": now.total(_ROUTED, rule=name, outcome="dropped"),
+            "throttled": now.total(_ROUTED, rule=name, outcome="throttled"),
+            "matched_per_minute": round(
+                growth.total(_ROUTED, rule=name, outcome="matched") * per_minute, 1
+            ),
+        }
+        for name in names
+    ]
+
+
+def _destinations(
+    destinations: Sequence[Destination],
+    health: dict[str, Health],
+    now: Reading,
+    growth: Reading,
+    per_minute: float,
+) -> list[dict[str, Any]]:
+    report = []
+    for destination in destinations:
+        name = destination.name
+        recent = growth.total(_DELIVERY + "_count", destination=name)
+        latency = None
+        if recent > 0:
+            mean = growth.total(_DELIVERY + "_sum", destination=name) / recent
+            p99 = _quantile(growth, name, 0.99)
+            latency = {
+                "mean": round(mean * 1000, 2),
+                "p99": None if p99 is None else round(p99 * 1000, 2),
+            }
+        state = health[name]
+        report.append(
+            {
+                "name": name,
+                "durable": destination.durable,
+                "ready": state.ready,
+                "circuit": state.circuit,
+                "delivered": now.total(_DELIVERY + "_count", destination=name),
+                "delivered_per_minute": round(recent * per_minute, 1),
+                "failures": now.total(_FAILURES, destination=name),
+                "latency_ms": latency,
+                "spool": state.details,
+            }
+        )
+    return report
+
+
+def _consumers(now: Reading, growth: Reading, per_minute: float) -> list[dict[str, Any]]:
+    """In-process consumers whose metrics are registered in the proxy's registry."""
+    names = list(dict.fromkeys(labels["consumer"] for labels, _ in now.samples(_CONSUMER_LAG)))
+    names += [
+        labels["consumer"]
+        for labels, _ in now.samples(_CONSUMER_CIRCUIT)
+        if labels["consumer"] not in names
+    ]
+    return [
+        {
+            "name": name,
+            "lag": now.total(_CONSUMER_LAG, consumer=name),
+            "circuit_open": now.total(_CONSUMER_CIRCUIT, consumer=name) > 0,
+            "delivered_per_minute": round(
+                growth.total(_CONSUMER_DELIVERED, consumer=name) * per_minute, 1
+            ),
+        }
+        for name in names
+    ]
+
+
+def status_report(
+    window: RateWindow,
+    destinations: Sequence[Destination],
+    health: dict[str, Health],
+    recent: RecentRejections,
+    started: float,
+) -> dict[str, Any]:
+    """The status JSON; ``health`` has every destination's, ``started`` is the
+    process's start on the monotonic clock."""
+    now, growth, seconds = window.now_and_growth()
+    per_minute = 60.0 / seconds
+    destination_report = _destinations(destinations, health, now, growth, per_minute)
+    return {
+        "time": _iso(time.time()),
+        "uptime_seconds": round(time.monotonic() - started, 1),
+        "window_seconds": round(seconds, 1),
+        "ready": all(d["ready"] for d in destination_report if d["durable"]),
+        "events": _events(now, growth, per_minute),
+        "rules": _rules(now, growth, per_minute),
+        "destinations": destination_report,
+        "consumers": _consumers(now, growth, per_minute),
+        "recent_rejections": [{**r.as_json(), "time": _iso(r.time)} for r in recent.newest_first()],
+    }

@@ -1,0 +1,90 @@
+"""``GET /api/v1/tap``: accepted events as Server-Sent Events, for ``lineage-proxy tap``.
+
+Query parameters filter the stream: ``rule`` (a rule name, ``(default)`` for the default
+route), ``namespace`` and ``job`` (globs), ``eventType``. When auth is on the request
+needs a Bearer token, and a token sees only events of namespaces it may post for.
+
+The stream: a ``: tap open`` comment first (the subscription exists from then on), then
+one ``data:`` line per event (JSON: time, rules, destinations, dropped_by, event), a
+``: keep-alive`` comment when nothing happened for a while, and ``event: dropped`` with
+``{"dropped": N}`` (N counted since the stream opened) when the reader fell behind and
+events were left out for it. The server ends the stream when it shuts down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+
+from aiohttp import web
+
+from proxy.exact_json import dumps
+from proxy.http_errors import RequestError, detail
+from proxy.lineage_endpoints import AUTHENTICATOR
+from proxy.tap.hub import TapFilter, TapHub, TappedEvent
+
+__all__ = ["TAP", "get_tap"]
+
+TAP = web.AppKey("tap", TapHub)
+
+# A comment this often keeps proxies from closing an idle stream and finds readers gone.
+_KEEP_ALIVE_SECONDS = 10.0
+_QUERY = {"rule": "rule", "namespace": "namespace", "eventType": "event_type", "job": "job"}
+
+
+def _tap_filter(request: web.Request) -> TapFilter:
+    unknown = sorted(set(request.query) - set(_QUERY))
+    if unknown:
+        raise RequestError(
+            400,
+            f"unknown tap parameter {unknown[0]!r}; known: {', '.join(_QUERY)}",
+            [detail("", f"query parameter {unknown[0]!r}")],
+            reason="invalid",
+        )
+    return TapFilter(**{_QUERY[k]: v for k, v in request.query.items() if v})
+
+
+def _frame(tapped: TappedEvent) -> bytes:
+    when = datetime.datetime.fromtimestamp(tapped.time, datetime.UTC)
+    record = {
+        "time": when.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "rules": list(tapped.rules),
+        "destinations": list(tapped.destinations),
+        "dropped_by": tapped.dropped_by,
+        "event": tapped.event,
+    }
+    return b"data: " + dumps(record) + b"\n\n"
+
+
+async def get_tap(request: web.Request) -> web.StreamResponse:
+    principal = request.app[AUTHENTICATOR].principal_of(request)
+    tap_filter = _tap_filter(request)
+    response = web.StreamResponse(
+        headers={
+            "Content-Type": "text/event-stream",
+            "Cache-Control": "no-cache",
+            "X-Accel-Buffering": "no",  # nginx: pass events through unbuffered
+        }
+    )
+    with request.app[TAP].subscribe(tap_filter, principal) as subscription:
+        await response.prepare(request)
+        reported = 0
+        try:
+            await response.write(b": tap open\n\n")
+            while True:
+                try:
+                    tapped = await asyncio.wait_for(subscription.queue.get(), _KEEP_ALIVE_SECONDS)
+                except TimeoutError:
+                    await response.write(b": keep-alive\n\n")
+                    continue
+                if subscription.dropped > reported:
+                    reported = subscription.dropped
+                    await response.write(
+                        b"event: dropped\ndata: " + dumps({"dropped": reported}) + b"\n\n"
+                    )
+                if tapped is None:
+                    break
+                await response.write(_frame(tapped))
+        except ConnectionResetError:
+            pass  # the reader left
+    return response

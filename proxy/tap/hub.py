@@ -1,0 +1,171 @@
+"""Subscribers to the live stream of accepted events, and what each one may see.
+
+The pipeline calls :meth:`TapHub.publish` after every durable destination confirmed an
+event, but only while :attr:`TapHub.listening` — with nobody listening a tap costs one
+attribute read per event. Publishing never waits: each subscriber has a bounded queue,
+and an event that does not fit is dropped for that subscriber and counted (the stream
+says so), so a slow reader can never slow ingest. The events are serialized by the
+reader's own task, not here.
+
+A subscriber sees an event only if its principal may post for the event's namespace
+(the same scope as ingest, :meth:`~proxy.auth.Principal.may_post_for`) and its filter
+admits it. Namespace, job name and event type are the event as the client posted it;
+the event shown is the one the destinations got (after the rules' transforms).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from proxy.auth import Principal
+from proxy.openlineage import EventKind, event_kind, subject_name
+from routing_rules.ruleset import Route, Trace
+from routing_rules.stats import DEFAULT_RULE
+
+__all__ = ["Subscription", "TapFilter", "TapHub", "TappedEvent"]
+
+# Events a subscriber may fall behind by before the next ones are dropped for it.
+DEFAULT_QUEUE_SIZE = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class TappedEvent:
+    """One accepted event and what the proxy did with it."""
+
+    time: float  # wall clock, when every durable destination had it
+    event: dict[str, Any]  # as delivered (after transforms)
+    rules: tuple[str, ...]  # rules that matched, DEFAULT_RULE when the default route decided
+    destinations: tuple[str, ...]
+    dropped_by: str | None  # a rule that sent it nowhere on purpose
+    namespace: str  # job (or dataset, for DatasetEvents) namespace as posted; "" if none
+    name: str
+    event_type: str | None
+    dataset_event: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TapFilter:
+    """What a subscriber asked for; None admits everything. Globs for namespace and job."""
+
+    rule: str | None = None
+    namespace: str | None = None
+    event_type: str | None = None
+    job: str | None = None
+
+    def admits(self, tapped: TappedEvent) -> bool:
+        return (
+            (self.rule is None or self.rule in tapped.rules)
+            and (self.namespace is None or fnmatchcase(tapped.namespace, self.namespace))
+            and (
+                self.event_type is None
+                or (tapped.event_type or "").upper() == self.event_type.upper()
+            )
+            and (self.job is None or fnmatchcase(tapped.name, self.job))
+        )
+
+
+class Subscription:
+    """One listener: a bounded queue and the count of events it missed."""
+
+    def __init__(self, tap_filter: TapFilter, principal: Principal, size: int) -> None:
+        self.filter = tap_filter
+        self.principal = principal
+        self.queue: asyncio.Queue[TappedEvent | None] = asyncio.Queue(size)
+        self.dropped = 0
+
+    def offer(self, tapped: TappedEvent) -> bool:
+        """Queue ``tapped`` if this subscriber may and wants to see it; False if dropped."""
+        if not self.principal.may_post_for(
+            tapped.namespace, dataset_event=tapped.dataset_event
+        ) or not self.filter.admits(tapped):
+            return True
+        try:
+            self.queue.put_nowait(tapped)
+        except asyncio.QueueFull:
+            self.dropped += 1
+            return False
+        return True
+
+    def close(self) -> None:
+        """Wake the reader with the end-of-stream marker (making room for it if full)."""
+        if self.queue.full():
+            self.queue.get_nowait()
+            self.dropped += 1
+        self.queue.put_nowait(None)
+
+
+class TapHub(Collector):
+    """The subscribers of one proxy process; also a Prometheus collector of its figures."""
+
+    def __init__(self, queue_size: int = DEFAULT_QUEUE_SIZE) -> None:
+        self.queue_size = queue_size
+        self._subscriptions: list[Subscription] = []
+        # Read on the hot path: a plain attribute, kept equal to bool(_subscriptions).
+        self.listening = False
+        self.dropped_total = 0
+        self.closed = False
+
+    @contextmanager
+    def subscribe(self, tap_filter: TapFilter, principal: Principal) -> Iterator[Subscription]:
+        subscription = Subscription(tap_filter, principal, self.queue_size)
+        if self.closed:
+            subscription.close()
+        self._subscriptions.append(subscription)
+        self.listening = True
+        try:
+            yield subscription
+        finally:
+            self._subscriptions.remove(subscription)
+            self.listening = bool(self._subscriptions)
+
+    def publish(self, posted: dict[str, Any], route: Route[Any], trace: Trace) -> None:
+        """Offer an accepted event to every subscriber; never blocks."""
+        subject = subject_name(posted)
+        event_type = posted.get("eventType")
+        rules = tuple(trace.matched) + ((DEFAULT_RULE,) if trace.defaulted else ())
+        tapped = TappedEvent(
+            time=time.time(),
+            event=route.event,
+            rules=rules,
+            destinations=tuple(d.name for d in route.destinations),
+            dropped_by=route.dropped_by,
+            namespace=subject[0] if subject else "",
+            name=subject[1] if subject else "",
+            event_type=event_type if isinstance(event_type, str) else None,
+            dataset_event=event_kind(posted) is EventKind.DATASET,
+        )
+        for subscription in self._subscriptions:
+            if not subscription.offer(tapped):
+                self.dropped_total += 1
+
+    def close(self) -> None:
+        """End every stream (server shutdown), so no tap holds up the drain."""
+        self.closed = True
+        for subscription in self._subscriptions:
+            subscription.close()
+
+    async def on_shutdown(self, app: object) -> None:
+        """``on_shutdown`` hook: aiohttp runs it before waiting for in-flight requests."""
+        self.close()
+
+    def collect(self) -> Iterator[Metric]:
+        subscribers = GaugeMetricFamily(
+            "lineage_proxy_tap_subscribers", "Clients watching the live tap now."
+        )
+        subscribers.add_metric([], len(self._subscriptions))
+        yield subscribers
+        dropped = CounterMetricFamily(
+            "lineage_proxy_tap_dropped",
+            "Events not shown to a tap subscriber because it read too slowly.",
+        )
+        dropped.add_metric([], self.dropped_total)
+        yield dropped

@@ -1,0 +1,69 @@
+"""A consumer daemon's status port over TLS (``status_tls``, the same keys as
+``server.tls``): /healthz answers over https to a client that trusts the CA, a
+plain-HTTP client gets nothing, and a certificate renewed on disk is picked up."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from consumers.run import running_daemons
+from proxy.config import ProxyConfig
+from proxy.embedded_broker import free_port
+from tests.certificates import TestCA
+from tests.doubles.marquez_double import MarquezDouble
+from tests.integration.consumers.conftest import TEST_GROUP
+
+pytestmark = pytest.mark.integration
+
+
+async def test_status_port_over_tls_answers_healthz_and_refuses_plain_http(
+    broker, topic_with, tmp_path: Path
+):
+    topic = topic_with(1)
+    ca = TestCA(tmp_path)
+    status = ca.issue("consumer-status")
+    port = free_port()
+    async with MarquezDouble() as marquez:
+        config = ProxyConfig.model_validate(
+            {
+                "kafka": {"bootstrap_servers": broker.bootstrap_servers, "topic": topic},
+                "consumers": {
+                    "marquez": {
+                        "group": TEST_GROUP,
+                        "target": {"kind": "marquez", "url": marquez.url},
+                        "status_port": port,
+                        "status_tls": status.tls_config(reload_interval_seconds=0.1),
+                    }
+                },
+            }
+        )
+        trusting = aiohttp.TCPConnector(ssl=ca.client_context())
+        async with (
+            running_daemons(config.consumers, config.kafka, ["marquez"]),
+            aiohttp.ClientSession(connector=trusting) as session,
+        ):
+            async with asyncio.timeout(30):
+                while True:
+                    async with session.get(f"https://127.0.0.1:{port}/healthz") as resp:
+                        health = json.loads(await resp.text())
+                        if resp.status == 200 and health["assigned"]:
+                            break
+                    await asyncio.sleep(0.2)
+            assert health["problems"] == [] and health["assigned"] == [f"{topic}[0]"]
+            # A certificate renewed on disk is served to new connections without a restart.
+            renewed = ca.issue("renewed")
+            status.cert.write_bytes(renewed.cert.read_bytes())
+            status.key.write_bytes(renewed.key.read_bytes())
+            url = f"https://127.0.0.1:{port}"
+            await ca.wait_until_served(url, renewed.fingerprint)
+            with pytest.raises(aiohttp.ClientError):
+                async with (
+                    aiohttp.ClientSession() as plain,
+                    plain.get(f"http://127.0.0.1:{port}/healthz") as resp,
+                ):
+                    await resp.read()

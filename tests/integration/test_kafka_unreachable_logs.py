@@ -1,0 +1,65 @@
+"""A wrong Kafka address is one throttled line in our log format, not librdkafka's
+twenty raw lines a second; the cluster coming up is one line too."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import orjson
+import pytest
+from confluent_kafka import Producer
+
+from proxy.destinations.kafka_client_logs import kafka_client_config
+from proxy.embedded_broker import EmbeddedBroker, free_port
+from tests.processes import serve_process
+
+pytestmark = pytest.mark.integration
+
+# Loggers that speak for the Kafka clients (librdkafka's own lines, the cluster log).
+KAFKA_LOGGERS = ("librdkafka", "proxy.destinations.kafka")
+
+
+@pytest.mark.slow
+def test_proxy_at_a_closed_port_logs_one_json_line_about_kafka_not_a_flood() -> None:
+    closed = f"127.0.0.1:{free_port()}"
+    process, _ = serve_process(closed, logging__json_format="true")
+    try:
+        time.sleep(5)
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+    lines = process.log().splitlines()
+    entries = [orjson.loads(line) for line in lines]  # every line JSON, librdkafka's too
+    kafka = [e for e in entries if e["logger"].startswith(KAFKA_LOGGERS)]
+    assert 1 <= len(kafka) <= 3, lines
+    assert [e["message"] for e in kafka if "cannot reach Kafka" in e["message"]] == [
+        f"cannot reach Kafka at {closed}: Connect to ipv4#{closed} failed: "
+        "Connection refused (after 0ms in state CONNECT)"
+    ]
+    for entry in entries:  # no "...: " with nothing after it, whoever logged it
+        assert not entry["message"].rstrip().endswith(":"), entry
+
+
+def test_a_cluster_that_comes_up_is_reported_reachable_again_once(caplog) -> None:
+    caplog.set_level(logging.INFO, logger="proxy.destinations.kafka_client_logs")
+    port = free_port()
+    servers = f"127.0.0.1:{port}"
+    producer = Producer(kafka_client_config({"bootstrap.servers": servers}))
+
+    def messages() -> list[str]:
+        return [r.getMessage() for r in caplog.records if servers in r.getMessage()]
+
+    def poll_until(done, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while not done() and time.monotonic() < deadline:
+            producer.poll(0.1)
+
+    poll_until(lambda: len(messages()) >= 1, 20)
+    poll_until(lambda: False, 1.5)  # more failed attempts: no more lines
+    assert [m.split(":")[0] for m in messages()] == ["cannot reach Kafka at 127.0.0.1"]
+    with EmbeddedBroker(port):
+        # librdkafka's reconnect backoff plus one statistics period, with room to spare.
+        poll_until(lambda: len(messages()) >= 2, 60)
+    assert len(messages()) == 2
+    assert messages()[1].startswith(f"Kafka at {servers} reachable again")

@@ -1,0 +1,149 @@
+"""librdkafka's logs and errors reach our logger throttled: one line per outage of a
+cluster, one when it is back, never an empty reason."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+import orjson
+import pytest
+
+from proxy.destinations.kafka_client_logs import ClusterLog, failure_reason, kafka_client_config
+from tests.conftest import REPO
+
+REFUSED = (
+    "[thrd:127.0.0.1:1/bootstrap]: 127.0.0.1:1/bootstrap: Connect to ipv4#127.0.0.1:1 "
+    "failed: Connection refused (after 0ms in state CONNECT)"
+)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FakeError:
+    """What librdkafka's error_cb hands over (confluent_kafka.KafkaError's methods)."""
+
+    def __init__(self, code: int, text: str, name: str = "_TRANSPORT") -> None:
+        self._code, self._text, self._name = code, text, name
+
+    def code(self) -> int:
+        return self._code
+
+    def name(self) -> str:
+        return self._name
+
+    def str(self) -> str:
+        return self._text
+
+
+def _lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [record.getMessage() for record in caplog.records]
+
+
+def _fail(cluster: ClusterLog) -> None:
+    cluster.log(logging.ERROR, "%s [%s] %s", "FAIL", "rdkafka#producer-1", REFUSED)
+    cluster.error(FakeError(-195, REFUSED.partition("]: ")[2]))
+    cluster.error(FakeError(-187, "1/1 brokers are down", "_ALL_BROKERS_DOWN"))
+
+
+def test_an_outage_is_one_line_then_one_a_minute_then_one_when_back(caplog) -> None:
+    caplog.set_level(logging.INFO)
+    clock = Clock()
+    cluster = ClusterLog("127.0.0.1:1", clock=clock)
+    for _ in range(500):  # what ~20 s of reconnect attempts of a few clients look like
+        _fail(cluster)
+        clock.now += 0.05
+    assert _lines(caplog) == [
+        "cannot reach Kafka at 127.0.0.1:1: Connect to ipv4#127.0.0.1:1 failed: "
+        "Connection refused (after 0ms in state CONNECT)"
+    ]
+    clock.now += 45
+    _fail(cluster)
+    assert len(caplog.records) == 2
+    assert _lines(caplog)[1].startswith("still cannot reach Kafka at 127.0.0.1:1 after 70 s")
+    cluster.stats(orjson.dumps({"brokers": {"b/1": {"state": "UP", "nodeid": 1}}}).decode())
+    cluster.stats(orjson.dumps({"brokers": {"b/1": {"state": "UP", "nodeid": 1}}}).decode())
+    assert _lines(caplog)[2:] == ["Kafka at 127.0.0.1:1 reachable again (after 70 s)"]
+    _fail(cluster)  # a new outage is news again
+    assert _lines(caplog)[3].startswith("cannot reach Kafka at 127.0.0.1:1:")
+
+
+def test_one_broker_down_while_the_others_answer_is_no_outage_and_one_line_a_minute(
+    caplog,
+) -> None:
+    clock = Clock()
+    cluster = ClusterLog("b1:9092,b2:9092,b3:9092", clock=clock)
+    refused = "b2:9092/2: Connect to ipv4#10.0.0.2:9092 failed: Connection refused"
+    for _ in range(1800):  # 90 s of reconnect attempts to broker 2
+        cluster.error(FakeError(-195, refused))
+        clock.now += 0.05
+    line = (
+        "a broker of Kafka at b1:9092,b2:9092,b3:9092 keeps failing: "
+        "Connect to ipv4#10.0.0.2:9092 failed: Connection refused"
+    )
+    # After the 10 s grace, then a minute later with the count of attempts in between.
+    assert _lines(caplog) == [line, f"{line} (1200 more like it in the last 60 s)"]
+    assert cluster.unreachable_since is None
+    clock.now += 600  # it came back; ten minutes later another broker restarts briefly
+    for _ in range(100):  # 5 s: within the grace period, nothing to say
+        cluster.error(FakeError(-195, refused))
+        clock.now += 0.05
+    assert len(caplog.records) == 2
+
+
+def test_statistics_without_a_connected_broker_end_no_outage(caplog) -> None:
+    caplog.set_level(logging.INFO)
+    cluster = ClusterLog("b:9092", clock=Clock())
+    _fail(cluster)
+    cluster.stats(orjson.dumps({"brokers": {"b:9092/bootstrap": {"state": "INIT"}}}).decode())
+    cluster.stats("not json")
+    assert len(caplog.records) == 1 and cluster.unreachable_since is not None
+
+
+def test_no_line_has_an_empty_reason(caplog) -> None:
+    cluster = ClusterLog("b:9092", clock=Clock())
+    cluster.error(FakeError(-187, "", "_ALL_BROKERS_DOWN"))
+    cluster.error(FakeError(-172, "", "_STATE"))
+    assert _lines(caplog) == [
+        "cannot reach Kafka at b:9092: _ALL_BROKERS_DOWN",
+        "Kafka error: _STATE",
+    ]
+    assert failure_reason(TimeoutError()) == "Kafka did not answer in time"
+    assert failure_reason(RuntimeError()) == "RuntimeError"
+
+
+def test_other_librdkafka_lines_are_throttled_per_kind_with_a_count(caplog) -> None:
+    clock = Clock()
+    cluster = ClusterLog("b:9092", clock=clock)
+    for _ in range(10):
+        cluster.log(logging.WARNING, "%s [%s] %s", "THROTTLE", "rdkafka#producer-1", "slow")
+        cluster.log(logging.WARNING, "%s [%s] %s", "REQTMOUT", "rdkafka#producer-1", "late")
+    clock.now += 61
+    cluster.log(logging.WARNING, "%s [%s] %s", "THROTTLE", "rdkafka#producer-1", "slow")
+    assert [r.name for r in caplog.records] == ["librdkafka"] * 3
+    assert _lines(caplog)[2].endswith("slow (9 more like it in the last 60 s)")
+
+
+def test_client_config_chains_the_clients_own_error_callback() -> None:
+    seen: list[object] = []
+    config = kafka_client_config({"bootstrap.servers": "chained:9092"}, seen.append)
+    error = FakeError(-187, "1/1 brokers are down", "_ALL_BROKERS_DOWN")
+    config["error_cb"](error)
+    assert seen == [error]
+    assert config["logger"].unreachable_since is not None  # the cluster's log heard it too
+    assert config["statistics.interval.ms"] > 0
+
+
+def test_every_librdkafka_client_is_built_with_the_cluster_log() -> None:
+    # A client built from bare settings would print raw librdkafka lines to stderr again.
+    built = re.compile(r"\b(?:Producer|Consumer|AdminClient)\(\s*([^)\n]*)")
+    for package in ("proxy", "consumers"):
+        for path in (REPO / package).rglob("*.py"):
+            for match in built.finditer(path.read_text()):
+                assert match.group(1).startswith("kafka_client_config("), (path, match.group(0))
