@@ -46,6 +46,7 @@ from proxy.destinations.kafka import KafkaProducer
 from proxy.destinations.kafka_client_logs import failure_reason
 from proxy.destinations.registry import DestinationResources, build_destination
 from proxy.destinations.retry import CircuitBreaker, CircuitState, RetryingDestination
+from proxy.logs import CONSUMER, DESTINATION
 
 __all__ = ["ConsumerDaemon"]
 
@@ -145,6 +146,10 @@ class ConsumerDaemon:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Start, consume until ``stop`` is set, then drain, commit and leave the group."""
+        # Every log line of this task and of what it starts (lanes, commits, the Kafka
+        # thread) names the consumer and its target.
+        CONSUMER.set(self.name)
+        DESTINATION.set(self.config.target.kind)
         await self._start()
         committer = asyncio.create_task(self._commit_periodically())
         try:

@@ -22,6 +22,7 @@ so it stays in the group) until the loop is down to half.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import queue
 import threading
@@ -116,6 +117,10 @@ def consumer_settings(
         "max.poll.interval.ms": max_poll_interval_ms,
         "auto.offset.reset": auto_offset_reset,
         **PREFETCH_SETTINGS,
+        # A topic subscribed to before it exists (the in-process consumer starts before the
+        # proxy creates its topic) is only seen at the next metadata refresh: librdkafka's
+        # default of 5 minutes would hold the quick start's first events that long.
+        "topic.metadata.refresh.interval.ms": 10_000,
         **resolve_env_settings(overrides),
         # Not overridable: auto-commit would commit events the target never got.
         "enable.auto.commit": False,
@@ -175,7 +180,14 @@ class KafkaSource:
         self._loop = asyncio.get_running_loop()
         self._stopped = self._loop.create_future()
         self._fetching.set()
-        self._thread = threading.Thread(target=self._run, name="kafka-consume", daemon=True)
+        # The thread runs in a copy of the starter's context: its log lines (and the
+        # callbacks it hands to the loop) keep the daemon's log context fields.
+        self._thread = threading.Thread(
+            target=contextvars.copy_context().run,
+            args=(self._run,),
+            name="kafka-consume",
+            daemon=True,
+        )
         self._thread.start()
 
     def buffered(self) -> tuple[int, int]:

@@ -1,12 +1,20 @@
-"""Prometheus metrics of one consumer daemon, in its own registry (served on /metrics)."""
+"""Prometheus metrics of one consumer daemon, in its own registry (served on /metrics).
+
+Daemons that run inside ``serve`` (``server.run_consumers``) also show on the proxy's
+``/metrics``: :class:`DaemonsCollector` merges their registries, family by family (every
+sample carries its ``consumer`` label), into the proxy's registry.
+"""
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import Metric
+from prometheus_client.registry import Collector
 
-__all__ = ["ConsumerMetrics"]
+__all__ = ["ConsumerMetrics", "DaemonsCollector"]
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
@@ -61,3 +69,26 @@ class ConsumerMetrics:
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class DaemonsCollector(Collector):
+    """The metrics of several daemons as one set of families (one per metric name), so
+    that they can sit in another registry beside each other."""
+
+    def __init__(self, daemons: Sequence[ConsumerMetrics]) -> None:
+        self._daemons = list(daemons)
+
+    def describe(self) -> list[Metric]:
+        # Nothing to check at registration: the names are the daemons' own.
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        merged: dict[str, Metric] = {}
+        for daemon in self._daemons:
+            for family in daemon.registry.collect():
+                into = merged.get(family.name)
+                if into is None:
+                    merged[family.name] = family
+                else:
+                    into.samples.extend(family.samples)
+        yield from merged.values()

@@ -23,6 +23,7 @@ with the idempotent producer).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import sys
@@ -47,7 +48,15 @@ from proxy.openlineage import subject_name
 from proxy.openlineage.rejected import rejected_event
 from proxy.yaml_source import ConfigError
 
-__all__ = ["ReplayFilter", "ReplayResult", "archived_days", "parse_time", "replay"]
+__all__ = [
+    "ReplayFilter",
+    "ReplayResult",
+    "archived_days",
+    "parse_time",
+    "replay",
+    "replay_target",
+    "send_one",
+]
 
 log = logging.getLogger(__name__)
 
@@ -214,11 +223,49 @@ async def replay(
     progress_every: float = 10.0,
 ) -> ReplayResult:
     """Send the archived events to consumer ``to``'s target, or with ``to_topic`` to
-    topic ``to`` of the ``kafka`` cluster. Nothing is guessed from a name: an unknown
-    consumer is a ConfigError, and so is a missing topic unless ``create_topic`` (a typo
-    must not become a new topic full of events)."""
+    topic ``to`` of the ``kafka`` cluster (see :func:`replay_target`)."""
     result = ReplayResult()
     progress = _Progress(progress_stream, progress_every)
+    async with replay_target(
+        consumers, kafka, to, to_topic=to_topic, create_topic=create_topic
+    ) as destination:
+        try:
+            behind = 0.0  # share of the archive's bytes of the days done
+            step = _TOPIC_WINDOW if to_topic else 1
+            async for day, entries, share in archived_days(archive, keep, result):
+                events, done = entries.events(), 0
+                # Read a window at a time off the loop (spilled runs are files).
+                while window := await asyncio.to_thread(
+                    list, itertools.islice(events, _READ_WINDOW)
+                ):
+                    for start in range(0, len(window), step):
+                        batch = window[start : start + step]
+                        await asyncio.gather(
+                            *(send_one(destination, e, p, result) for p, e in batch)
+                        )
+                        done += len(batch)
+                        progress.show(day, result, behind + share * done / entries.count)
+                behind += share
+                progress.show(day, result, behind, force=True)
+        finally:
+            progress.done()
+    return result
+
+
+@contextlib.asynccontextmanager
+async def replay_target(
+    consumers: Mapping[str, ConsumerConfig],
+    kafka: KafkaConfig,
+    to: str,
+    *,
+    to_topic: bool = False,
+    create_topic: bool = False,
+) -> AsyncIterator[Destination]:
+    """The destination that re-sent events go to: consumer ``to``'s target (with its
+    retry policy and circuit breaker), or with ``to_topic`` topic ``to`` of the ``kafka``
+    cluster, keyed as the proxy keys events. Nothing is guessed from a name: an unknown
+    consumer is a ConfigError, and so is a missing topic unless ``create_topic`` (a typo
+    must not become a new topic full of events). Closed (Kafka flushed) on exit."""
     if not to_topic and to not in consumers:
         known = ", ".join(sorted(consumers)) or "none configured"
         raise ConfigError(f"--to-consumer {to}: no such consumer (configured: {known})")
@@ -226,7 +273,7 @@ async def replay(
         raise ConfigError(
             f"--to-topic {to}: needs a real Kafka cluster (kafka.bootstrap_servers is 'embedded')"
         )
-    # A replayed event is only counted once its destination has it: no spool.
+    # A re-sent event is only counted once its destination has it: no spool.
     resources = DestinationResources(
         kafka.model_copy(
             update={"spool": SpoolConfig(enabled=False), "create_topics": create_topic}
@@ -251,24 +298,10 @@ async def replay(
         await resources.close(0.0)
         raise
     try:
-        behind = 0.0  # share of the archive's bytes of the days done
-        step = _TOPIC_WINDOW if to_topic else 1
-        async for day, entries, share in archived_days(archive, keep, result):
-            events, done = entries.events(), 0
-            # Read a window at a time off the loop (spilled runs are files).
-            while window := await asyncio.to_thread(list, itertools.islice(events, _READ_WINDOW)):
-                for start in range(0, len(window), step):
-                    batch = window[start : start + step]
-                    await asyncio.gather(*(_send_one(destination, e, p, result) for p, e in batch))
-                    done += len(batch)
-                    progress.show(day, result, behind + share * done / entries.count)
-            behind += share
-            progress.show(day, result, behind, force=True)
+        yield destination
     finally:
-        progress.done()
         await destination.close()
         await resources.close(_FLUSH_SECONDS)
-    return result
 
 
 async def _require_topic(resources: DestinationResources, topic: str) -> None:
@@ -285,20 +318,22 @@ async def _require_topic(resources: DestinationResources, topic: str) -> None:
         )
 
 
-async def _send_one(
+async def send_one(
     destination: Destination, event: dict[str, Any], payload: bytes, result: ReplayResult
-) -> None:
+) -> bool:
+    """Deliver one event, counted in ``result``; False (logged) if it was not taken."""
     try:
         await destination.deliver(event, payload)
     except DeliveryError as exc:
         result.failed += 1
         subject = subject_name(event)
         log.warning(
-            "not replayed (%s) %s at %s: %s",
+            "not re-sent (%s) %s at %s: %s",
             "Kafka failed" if exc.retriable else "refused",
             "/".join(subject) if subject else "?",
             event.get("eventTime"),
             exc.reason,
         )
-    else:
-        result.sent += 1
+        return False
+    result.sent += 1
+    return True

@@ -13,9 +13,11 @@ import signal
 from collections.abc import AsyncIterator, Mapping, Sequence
 
 from aiohttp import web
+from prometheus_client import CollectorRegistry
 
 from consumers.config import ConsumerConfig
 from consumers.daemon import ConsumerDaemon
+from consumers.metrics import DaemonsCollector
 from consumers.status import status_app
 from proxy.destinations.config import KafkaConfig
 from proxy.tls import ReloadableTls
@@ -39,9 +41,13 @@ def select_consumers(consumers: Mapping[str, ConsumerConfig], names: Sequence[st
 
 @contextlib.asynccontextmanager
 async def running_daemons(
-    consumers: Mapping[str, ConsumerConfig], kafka: KafkaConfig, names: Sequence[str]
+    consumers: Mapping[str, ConsumerConfig],
+    kafka: KafkaConfig,
+    names: Sequence[str],
+    registry: CollectorRegistry | None = None,
 ) -> AsyncIterator[list[asyncio.Task[None]]]:
     """Start the daemons (and their status servers); on exit drain, commit and leave.
+    With ``registry`` (the proxy's), their metrics show there too while they run.
 
     Yields the daemons' tasks: one ending early means that daemon failed.
     """
@@ -53,6 +59,9 @@ async def running_daemons(
         if consumer.status_port is not None and consumer.status_tls is not None:
             status_tls[name] = ReloadableTls(consumer.status_tls, f"consumers.{name}.status_tls")
     daemons = await _daemons(consumers, kafka, names)
+    collector = DaemonsCollector([daemon.metrics for daemon in daemons])
+    if registry is not None:
+        registry.register(collector)
     runners: list[web.AppRunner] = []
     watchers = contextlib.AsyncExitStack()  # status ports' TLS files
     tasks = [asyncio.create_task(d.run(stop), name=f"consumer-{d.name}") for d in daemons]
@@ -86,6 +95,8 @@ async def running_daemons(
         await watchers.aclose()
         stop.set()
         results = await asyncio.gather(*tasks, return_exceptions=True)
+        if registry is not None:
+            registry.unregister(collector)
         for runner in runners:
             await runner.cleanup()
         for daemon, result in zip(daemons, results, strict=True):

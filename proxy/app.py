@@ -18,6 +18,7 @@ from typing import Any
 
 from aiohttp import web
 
+from proxy import request_ids
 from proxy.auth import Authenticator
 from proxy.client_faults import CLIENT_FAULTS, ClientFaults, ServerLog
 from proxy.config import ProxyConfig
@@ -28,14 +29,16 @@ from proxy.http_errors import ClientFault, RequestError, error_response
 from proxy.lineage_endpoints import AUTHENTICATOR, CONFIG, PIPELINE, post_batch, post_event
 from proxy.live_rules import LiveRules
 from proxy.metrics import ProxyMetrics
+from proxy.openapi import serve_openapi
 from proxy.pipeline import BestEffortQueue, EventPipeline
 from proxy.readiness import destination_health
 from proxy.status.endpoints import StatusPage
 from proxy.tap.endpoint import TAP, get_tap
 from proxy.tap.hub import TapHub
+from proxy.tap.relay import TapRelay
 from proxy.validation import EventValidator
 from proxy.validation.repairs import EventRepairer
-from proxy.worker_metrics import WorkerMetrics, WorkerSlot
+from proxy.worker_metrics import Siblings, WorkerSlot
 from routing_rules.loader import BUILTIN_RULES
 from routing_rules.stats import RoutingStats
 
@@ -49,7 +52,8 @@ VALIDATOR = web.AppKey("validator", EventValidator)
 CONNECTIONS = web.AppKey("connections", ConnectionGuard)
 # Set when this process is one worker of `serve --workers N` (absent: the only process).
 WORKER = web.AppKey("worker", WorkerSlot)
-WORKER_METRICS = web.AppKey("worker_metrics", WorkerMetrics)
+SIBLINGS = web.AppKey("siblings", Siblings)
+TAP_RELAY = web.AppKey("tap_relay", TapRelay)
 
 
 class ShutdownBudget:
@@ -82,6 +86,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 @web.middleware
 async def _errors_and_metrics(request: web.Request, handler: Handler) -> web.StreamResponse:
     endpoint = request.match_info.route.name or "other"
+    request_id = request_ids.bind(request)
     try:
         response = await handler(request)
     except ClientFault as exc:
@@ -105,6 +110,7 @@ async def _errors_and_metrics(request: web.Request, handler: Handler) -> web.Str
         response = error_response(
             500, "internal error; the event was not stored", reason="internal_error"
         )
+    response.headers[request_ids.HEADER] = request_id
     request.app[METRICS].requests.labels(endpoint, str(response.status)).inc()
     return response
 
@@ -128,7 +134,7 @@ async def _readyz(request: web.Request) -> web.Response:
 
 
 async def _metrics(request: web.Request) -> web.Response:
-    workers = request.app.get(WORKER_METRICS)
+    workers = request.app.get(SIBLINGS)
     return web.Response(
         body=request.app[METRICS].exposition() if workers is None else await workers.exposition(),
         headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"},
@@ -179,12 +185,16 @@ async def _spool_roots(app: web.Application) -> SpoolRoots:
     return await asyncio.to_thread(spool_roots, directory, worker.index, worker.count)
 
 
-async def _worker_metrics_lifecycle(app: web.Application) -> AsyncIterator[None]:
-    workers = WorkerMetrics(app[WORKER], app[METRICS])
-    await workers.start()
-    app[WORKER_METRICS] = workers
+async def _siblings_lifecycle(app: web.Application) -> AsyncIterator[None]:
+    siblings = app[SIBLINGS]
+    await siblings.start()
+    relay = app.get(TAP_RELAY)
+    if relay is not None:
+        relay.start()
     yield
-    await workers.close()
+    if relay is not None:
+        await relay.close()
+    await siblings.close()
 
 
 def server_options(app: web.Application) -> dict[str, Any]:
@@ -224,16 +234,24 @@ def create_app(config: ProxyConfig, worker: WorkerSlot | None = None) -> web.App
     metrics.registry.register(app[TAP])
     app.on_shutdown.append(app[TAP].on_shutdown)
     app.cleanup_ctx.append(_destinations_lifecycle)
+    siblings = None
     if worker is not None:
+        # Routes are added to the workers' private channel below; it starts with the app.
         app[WORKER] = worker
-        app.cleanup_ctx.append(_worker_metrics_lifecycle)
+        app[SIBLINGS] = siblings = Siblings(worker, metrics)
+        app.cleanup_ctx.append(_siblings_lifecycle)
     app.router.add_post(LINEAGE_PATH, post_event, name="lineage")
     app.router.add_post(LINEAGE_PATH + "/batch", post_batch, name="lineage_batch")
+    app.router.add_get("/openapi.json", serve_openapi, name="openapi")
     app.router.add_get("/healthz", _healthz, name="healthz")
     app.router.add_get("/readyz", _readyz, name="readyz")
     app.router.add_get("/metrics", _metrics, name="metrics")
     if config.server.tap:
         app.router.add_get("/api/v1/tap", get_tap, name="tap")
+        if siblings is not None:
+            app[TAP_RELAY] = TapRelay(app[TAP], siblings)
     if config.server.status_page:
-        StatusPage(metrics.registry, faults.recent, lambda: app[RULES].destinations).add_to(app)
+        StatusPage(
+            metrics.registry, faults.recent, lambda: app[RULES].destinations, siblings
+        ).add_to(app)
     return app

@@ -5,7 +5,7 @@ HTTP is not a fault of the proxy: it must show as ``client_errors_total{kind}``,
 as a 500, and thousands of them must cost the log one line per kind every
 ``interval`` seconds, not a traceback each. Requests the proxy refuses (400, 401, 403,
 413 ...) are logged the same way, per reason, so an operator can see who is refused and
-why — the pointer and the reason, never the payload or the token.
+why — the request id, the pointer and the reason, never the payload or the token.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
+from proxy.logs import REQUEST_ID
 from proxy.metrics import ProxyMetrics
 from proxy.status.rejections import RecentRejections
 
@@ -26,7 +27,8 @@ __all__ = ["CLIENT_FAULTS", "ClientFaults", "ServerLog"]
 
 log = logging.getLogger(__name__)
 
-# The header a client or a gateway in front may send to tie our log line to its request.
+# The header a client or a gateway in front may send to tie our log line to its request;
+# the proxy's request id (proxy/request_ids.py) is made from it when it is sane.
 _REQUEST_ID = "X-Request-Id"
 
 
@@ -57,8 +59,10 @@ class ClientFaults:
         """Log a refused request (or event of a batch): status, reason, our one-line
         error and the JSON pointers of ``details`` (their messages may quote the payload,
         so they are left out)."""
+        # The request's id while it is handled; the client's header when called outside.
+        request_id = REQUEST_ID.get() or request.headers.get(_REQUEST_ID)
         pointers = [d["pointer"] for d in details if "pointer" in d]
-        self.recent.add(status, reason, error, pointers, request.headers.get(_REQUEST_ID))
+        self.recent.add(status, reason, error, pointers, request_id)
         where = f" at {pointers[0]}" if pointers else ""
         if len(pointers) > 1:
             where += f" (+{len(pointers) - 1})"
@@ -68,9 +72,7 @@ class ClientFaults:
             status,
             reason,
             request.remote or "?",
-            f" request id {request.headers[_REQUEST_ID]!r}"
-            if _REQUEST_ID in request.headers
-            else "",
+            f" request id {request_id!r}" if request_id else "",
             error,
             where,
         )

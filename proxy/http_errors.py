@@ -15,6 +15,8 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from proxy.logs import REQUEST_ID
+
 __all__ = ["ClientFault", "RequestError", "detail", "error_body", "error_response"]
 
 
@@ -57,7 +59,13 @@ class ClientFault(RequestError):
 
 
 def error_body(error: str, reason: str, details: list[dict[str, Any]] | None = None) -> bytes:
-    return orjson.dumps({"error": error, "reason": reason, "details": details or []})
+    """The error document; with ``request_id`` when it is written for a request."""
+    body: dict[str, Any] = {"error": error, "reason": reason}
+    request_id = REQUEST_ID.get()
+    if request_id is not None:
+        body["request_id"] = request_id
+    body["details"] = details or []
+    return orjson.dumps(body)
 
 
 def error_response(

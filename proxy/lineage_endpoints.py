@@ -19,6 +19,7 @@ from proxy.config import ProxyConfig
 from proxy.destinations import DeliveryError, TooLarge
 from proxy.http_errors import RequestError, detail
 from proxy.ingest import parse_json, read_body
+from proxy.logs import REQUEST_ID
 from proxy.pipeline import Accepted, EventPipeline, Rejection, RejectionReason
 
 __all__ = ["AUTHENTICATOR", "CONFIG", "PIPELINE", "post_batch", "post_event"]
@@ -190,10 +191,9 @@ def _batch_response(
     if summary["successful"]:
         return _json(200, {"status": "partial_success", **body})
     # Nothing was stored: say so with a status the client acts on (retry or fix).
+    failure = {"status": "failure", "request_id": REQUEST_ID.get()}
     if retriable:
         return _json(
-            503,
-            {"status": "failure", "error": "no event was stored", **body},
-            _retry_after(request),
+            503, {**failure, "error": "no event was stored", **body}, _retry_after(request)
         )
-    return _json(400, {"status": "failure", "error": "no event was accepted", **body})
+    return _json(400, {**failure, "error": "no event was accepted", **body})

@@ -95,6 +95,7 @@ class LiveRules:
         ruleset, built = await self._load()
         self._built = built
         self.router = RulesRouter(ruleset)
+        self.stats.loaded(True)
         log.info("routing by %s (%d rules)", self.path, len(ruleset.rules))
         return self.router
 

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+import platform
+
+import aiohttp
+import confluent_kafka
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
+
+from proxy import __version__
 
 __all__ = ["ProxyMetrics"]
 
@@ -78,6 +84,20 @@ class ProxyMetrics:
             "lineage_proxy_connections_refused",
             "Connections answered 503 and closed because server.max_connections were open.",
             registry=self.registry,
+        )
+
+        Info(
+            "lineage_proxy_build",
+            "What is running: the proxy's version and the versions it runs on (always 1).",
+            registry=self.registry,
+        ).info(
+            {
+                "version": __version__,
+                "python": platform.python_version(),
+                "aiohttp": aiohttp.__version__,
+                "confluent_kafka": confluent_kafka.version()[0],
+                "librdkafka": confluent_kafka.libversion()[0],
+            }
         )
 
     def exposition(self) -> bytes:

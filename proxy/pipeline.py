@@ -94,7 +94,11 @@ class BestEffortQueue:
             self._queue.put_nowait((destination, event, payload))
         except asyncio.QueueFull:
             self.metrics.best_effort_dropped.labels(destination.name).inc()
-            log.warning("best-effort queue full: event not sent to %s", destination.name)
+            log.warning(
+                "best-effort queue full: event not sent to %s",
+                destination.name,
+                extra={"destination": destination.name},
+            )
 
     async def _work(self, deliver_one: DeliverOne) -> None:
         while True:
@@ -102,7 +106,12 @@ class BestEffortQueue:
             try:
                 await deliver_one(destination, event, payload)
             except Exception as exc:
-                log.warning("best-effort delivery to %s failed: %s", destination.name, exc)
+                log.warning(
+                    "best-effort delivery to %s failed: %s",
+                    destination.name,
+                    exc,
+                    extra={"destination": destination.name},
+                )
             finally:
                 self._queue.task_done()
 
@@ -238,7 +247,12 @@ class EventPipeline:
             (d, r) for d, r in zip(durable, results, strict=True) if isinstance(r, BaseException)
         ]
         for destination, error in failures:
-            log.warning("delivery to %s failed: %s", destination.name, error)
+            log.warning(
+                "delivery to %s failed: %s",
+                destination.name,
+                error,
+                extra={"destination": destination.name},
+            )
         if failures:
             error = failures[0][1]
             if isinstance(error, DeliveryError):

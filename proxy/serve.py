@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 
-from proxy.app import CONNECTIONS, RULES, WORKER, create_app, server_options
+from proxy.app import CONNECTIONS, METRICS, RULES, WORKER, create_app, server_options
 from proxy.config import ProxyConfig
 from proxy.connections import GuardedSite
 from proxy.embedded_broker import EmbeddedBroker
@@ -109,7 +109,12 @@ async def serve_until_signalled(
             from consumers.run import running_daemons
 
             await running.enter_async_context(
-                running_daemons(config.consumers, config.kafka, config.server.run_consumers)
+                running_daemons(
+                    config.consumers,
+                    config.kafka,
+                    config.server.run_consumers,
+                    app[METRICS].registry,
+                )
             )
         port = await running.enter_async_context(serving(app, tls))
         log.info(

@@ -1,19 +1,25 @@
 """What one worker of ``serve --workers N`` knows of its siblings: its place among them,
-and a /metrics that shows all of them.
+the private channel they talk over, and a /metrics that shows all of them.
 
-Workers share no memory, so each keeps its own Prometheus registry and serves it on a
-private Unix socket in the supervisor's runtime directory. Whichever worker the kernel
-hands a scrape of the public /metrics to asks every sibling for theirs and answers with
-all of them, each series labelled ``worker="i"``: one scrape shows every worker, and the
-totals are ``sum without (worker) (...)``. ``lineage_proxy_worker_up{worker, pid}`` says
-which workers answered (0: restarting, or too busy to answer within the timeout).
+Workers share no memory, so each serves a small HTTP app on a private Unix socket in the
+supervisor's runtime directory, and asks its siblings over theirs: this is the one way
+workers read from or send to each other. On it: ``/metrics`` (the worker's own
+registry), and what other modules add with :meth:`Siblings.add_route` before start —
+the status page's figures (:mod:`proxy.status`) and the tap's events
+(:mod:`proxy.tap.relay`).
+
+Whichever worker the kernel hands a scrape of the public /metrics to asks every sibling
+for theirs and answers with all of them, each series labelled ``worker="i"``: one scrape
+shows every worker, and the totals are ``sum without (worker) (...)``.
+``lineage_proxy_worker_up{worker, pid}`` says which workers answered (0: restarting, or
+too busy to answer within the timeout).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,60 +32,76 @@ from prometheus_client.registry import Collector
 
 from proxy.metrics import ProxyMetrics
 
-__all__ = ["WorkerMetrics", "WorkerSlot"]
+__all__ = ["SiblingAnswer", "Siblings", "WorkerSlot"]
 
-# A sibling that cannot answer this fast is reported down rather than stalling the scrape.
+# A sibling that cannot answer this fast is reported down rather than stalling the reader.
 _SIBLING_TIMEOUT_SECONDS = 2.0
 _PID_HEADER = "X-Worker-Pid"
 
 
 @dataclass(frozen=True)
 class WorkerSlot:
-    """Worker ``index`` of ``count``; ``runtime_dir`` holds every worker's metrics socket."""
+    """Worker ``index`` of ``count``; ``runtime_dir`` holds every worker's socket."""
 
     index: int
     count: int
     runtime_dir: Path
 
-    def metrics_socket(self, index: int) -> Path:
+    def socket(self, index: int) -> Path:
         return self.runtime_dir / f"worker-{index}.sock"
 
 
 @dataclass(frozen=True)
-class _Answer:
+class SiblingAnswer:
+    """What worker ``worker`` answered; ``body`` is None when it did not (down, slow)."""
+
     worker: int
     pid: str
-    exposition: str | None
+    body: bytes | None
 
 
-class WorkerMetrics:
-    """This worker's registry on its private socket, and every worker's on /metrics.
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-    Lifetime: ``await start()`` → :meth:`exposition`\\* → ``await close()``.
+
+class Siblings:
+    """This worker's private socket, and requests to every other worker's.
+
+    Lifetime: :meth:`add_route`\\* → ``await start()`` → :meth:`ask_all`,
+    :meth:`post`, :meth:`exposition`\\* → ``await close()``.
     """
 
     def __init__(self, slot: WorkerSlot, metrics: ProxyMetrics) -> None:
-        self._slot = slot
+        self.slot = slot
         self._metrics = metrics
+        self._own = web.Application()
+        self._own.router.add_get("/metrics", self._own_metrics)
         self._runner: web.AppRunner | None = None
         self._sessions: dict[int, aiohttp.ClientSession] = {}
 
+    @property
+    def others(self) -> list[int]:
+        """The other workers' indexes."""
+        return [i for i in range(self.slot.count) if i != self.slot.index]
+
+    def add_route(self, method: str, path: str, handler: Handler) -> None:
+        """Serve ``handler`` to the siblings (before :meth:`start`); each response gets
+        this worker's pid in a header."""
+        self._own.router.add_route(method, path, handler)
+
     async def start(self) -> None:
-        own = web.Application()
-        own.router.add_get("/metrics", self._own)
-        self._runner = web.AppRunner(own, access_log=None, handle_signals=False)
+        self._own.on_response_prepare.append(_with_pid)
+        self._runner = web.AppRunner(self._own, access_log=None, handle_signals=False)
         await self._runner.setup()
-        path = self._slot.metrics_socket(self._slot.index)
+        path = self.slot.socket(self.slot.index)
         path.unlink(missing_ok=True)  # left by this slot's predecessor, if it died
         await web.UnixSite(self._runner, str(path)).start()
         timeout = aiohttp.ClientTimeout(total=_SIBLING_TIMEOUT_SECONDS)
         self._sessions = {
             index: aiohttp.ClientSession(
-                connector=aiohttp.UnixConnector(path=str(self._slot.metrics_socket(index))),
+                connector=aiohttp.UnixConnector(path=str(self.slot.socket(index))),
                 timeout=timeout,
             )
-            for index in range(self._slot.count)
-            if index != self._slot.index
+            for index in self.others
         }
 
     async def close(self) -> None:
@@ -88,32 +110,49 @@ class WorkerMetrics:
         if self._runner is not None:
             await self._runner.cleanup()
 
+    async def ask_all(self, path: str) -> list[SiblingAnswer]:
+        """GET ``path`` of every other worker at once, in worker order."""
+        return list(await asyncio.gather(*(self._ask(i, "GET", path) for i in self.others)))
+
+    async def post(self, index: int, path: str, body: bytes) -> bool:
+        """POST ``body`` to worker ``index``'s ``path``; False if it did not take it."""
+        return (await self._ask(index, "POST", path, body)).body is not None
+
     async def exposition(self) -> bytes:
         """Every worker's metrics, labelled by worker, in one Prometheus text document."""
-        own = _Answer(self._slot.index, str(os.getpid()), self._metrics.exposition().decode())
-        others = await asyncio.gather(*(self._ask(i, s) for i, s in self._sessions.items()))
+        own = SiblingAnswer(self.slot.index, str(os.getpid()), self._metrics.exposition())
+        others = await self.ask_all("/metrics")
         registry = CollectorRegistry()
         registry.register(_Merged(sorted([own, *others], key=lambda a: a.worker)))
         return generate_latest(registry)
 
-    async def _own(self, request: web.Request) -> web.Response:
-        return web.Response(
-            body=self._metrics.exposition(), headers={_PID_HEADER: str(os.getpid())}
-        )
+    async def _own_metrics(self, request: web.Request) -> web.Response:
+        return web.Response(body=self._metrics.exposition())
 
-    async def _ask(self, index: int, session: aiohttp.ClientSession) -> _Answer:
+    async def _ask(
+        self, index: int, method: str, path: str, body: bytes | None = None
+    ) -> SiblingAnswer:
+        session = self._sessions.get(index)
+        if session is None or session.closed:
+            return SiblingAnswer(index, "", None)
         try:
-            async with session.get("http://worker/metrics") as response:
+            async with session.request(method, f"http://worker{path}", data=body) as response:
                 response.raise_for_status()
-                return _Answer(index, response.headers.get(_PID_HEADER, ""), await response.text())
+                return SiblingAnswer(
+                    index, response.headers.get(_PID_HEADER, ""), await response.read()
+                )
         except (aiohttp.ClientError, TimeoutError):
-            return _Answer(index, "", None)
+            return SiblingAnswer(index, "", None)
+
+
+async def _with_pid(request: web.Request, response: web.StreamResponse) -> None:
+    response.headers[_PID_HEADER] = str(os.getpid())
 
 
 class _Merged(Collector):
     """Workers' parsed expositions as one set of families, each sample labelled."""
 
-    def __init__(self, answers: Iterable[_Answer]) -> None:
+    def __init__(self, answers: Iterable[SiblingAnswer]) -> None:
         self._answers = list(answers)
 
     def collect(self) -> Iterator[Metric]:
@@ -125,8 +164,9 @@ class _Merged(Collector):
         families: dict[str, Metric] = {}
         for answer in self._answers:
             worker = str(answer.worker)
-            up.add_metric([worker, answer.pid], 0 if answer.exposition is None else 1)
-            for family in text_string_to_metric_families(answer.exposition or ""):
+            up.add_metric([worker, answer.pid], 0 if answer.body is None else 1)
+            text = "" if answer.body is None else answer.body.decode()
+            for family in text_string_to_metric_families(text):
                 merged = families.setdefault(
                     family.name, Metric(family.name, family.documentation, family.type)
                 )

@@ -8,9 +8,10 @@ that turns them into ``lineage_proxy_routed_events_total{rule,outcome}`` when
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
-from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 __all__ = ["DEFAULT_RULE", "RoutingStats", "RuleStats"]
@@ -34,9 +35,16 @@ class RoutingStats(Collector):
     def __init__(self) -> None:
         self._rules: dict[str, RuleStats] = {}
         self.reloads: dict[str, int] = {"success": 0, "failure": 0}
+        # (the last load worked, its Unix time); None before the first load.
+        self.last_load: tuple[bool, float] | None = None
 
     def count_reload(self, result: str) -> None:
         self.reloads[result] += 1
+        self.loaded(result == "success")
+
+    def loaded(self, ok: bool) -> None:
+        """Note the outcome of loading the rules file (at start, or a reload) and when."""
+        self.last_load = (ok, time.time())
 
     def for_rule(self, name: str) -> RuleStats:
         return self._rules.setdefault(name, RuleStats())
@@ -68,3 +76,16 @@ class RoutingStats(Collector):
         for result, count in self.reloads.items():
             reloads.add_metric([result], count)
         yield reloads
+        if self.last_load is not None:
+            ok, when = self.last_load
+            yield GaugeMetricFamily(
+                "lineage_proxy_rules_last_reload_success",
+                "1 if the last load of the rules file (at start or a reload) worked, 0 if "
+                "it was refused and the previous rules kept serving.",
+                value=1 if ok else 0,
+            )
+            yield GaugeMetricFamily(
+                "lineage_proxy_rules_last_reload_timestamp_seconds",
+                "Unix time of the last load of the rules file, whatever its outcome.",
+                value=when,
+            )

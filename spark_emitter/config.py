@@ -25,6 +25,7 @@ directory, ``~/.openlineage``), ``OPENLINEAGE__TRANSPORT__*``, ``OPENLINEAGE_URL
 | drain timeout (s) | spark.openlineage.emitter.drainTimeoutSeconds | — |
 | report read-only actions | spark.openlineage.emitter.reportReadOnlyActions | — |
 | RUNNING interval (s) | spark.openlineage.emitter.runningIntervalSeconds | — |
+| dataset-level column lineage | spark.openlineage.columnLineage.datasetLineageEnabled | — |
 
 Read-only actions (``count()``, ``collect()``: a plan with no output) are not reported by
 default, as the official integration filters them; ``reportReadOnlyActions=true`` reports
@@ -33,6 +34,11 @@ them as jobs of their own (``<app>.adaptive_spark_plan`` and the like).
 An action's RUNNING events follow its Spark jobs' starts and ends, at most one per
 ``runningIntervalSeconds`` (default 10) per action, so an action of a thousand small Spark
 jobs does not send a thousand events.
+
+Column lineage has the official integration's default shape: the columns a filter, join,
+grouping or sort depends on are listed among every output field's ``inputFields`` (as
+INDIRECT transformations). ``columnLineage.datasetLineageEnabled=true`` (the official
+option of the same name) lists them once instead, in the facet's ``dataset`` field.
 """
 
 from __future__ import annotations
@@ -70,6 +76,7 @@ class EmitterConfig:
     drain_timeout: float = 10.0
     report_read_only_actions: bool = False
     running_interval: float = 10.0
+    dataset_lineage_enabled: bool = False
 
 
 def _flag(value: str, key: str) -> bool:
@@ -137,6 +144,11 @@ def resolve_config(
     if interval := pick("running_interval", "emitter.runningIntervalSeconds", None):
         key = _CONF + "emitter.runningIntervalSeconds"
         values["running_interval"] = _number(interval, key, float)
+    if dataset_level := pick(
+        "dataset_lineage_enabled", "columnLineage.datasetLineageEnabled", None
+    ):
+        key = _CONF + "columnLineage.datasetLineageEnabled"
+        values["dataset_lineage_enabled"] = _flag(dataset_level, key)
     if drain := pick("drain_timeout", "emitter.drainTimeoutSeconds", None):
         values["drain_timeout"] = _number(drain, _CONF + "emitter.drainTimeoutSeconds", float)
 

@@ -149,6 +149,7 @@ def _app_context(
         root=root,
         append_dataset_name=config.append_dataset_name,
         report_read_only_actions=config.report_read_only_actions,
+        dataset_lineage=config.dataset_lineage_enabled,
         details=_application_details(spark, conf),
         catalog=_table_catalog(spark, catalog),
     )
@@ -164,6 +165,7 @@ def enable_lineage(
     timeout: float | None = None,
     app_name: str | None = None,
     report_read_only_actions: bool | None = None,
+    dataset_lineage_enabled: bool | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> LineageEmitter | None:
     """Make ``spark`` emit OpenLineage events; returns None when disabled or when no
@@ -193,6 +195,7 @@ def enable_lineage(
             "timeout": timeout,
             "app_name": app_name,
             "report_read_only_actions": report_read_only_actions,
+            "dataset_lineage_enabled": dataset_lineage_enabled,
         },
     )
     client = None if config.disabled else open_client(config.transport)

@@ -124,6 +124,7 @@ class AppContext:
     root: JobRef | None = None
     append_dataset_name: bool = True
     report_read_only_actions: bool = False
+    dataset_lineage: bool = False  # column lineage's indirect dependencies at dataset level
     details: ApplicationDetails | None = None
     catalog: TableCatalog | None = None
 
@@ -334,8 +335,9 @@ def _last_two_parts(name: str) -> str:
 
 
 def _target_suffix(write: WriteFacts | None) -> str | None:
-    """What the official integration appends: ``db_table`` when a table is created or
-    dropped, else the last two parts of the written location with partitions trimmed."""
+    """What the official integration appends: ``db_table`` when a table is created from a
+    query or altered, else the last two parts of the written location with partitions
+    trimmed."""
     if write is None:
         return None
     if write.job_named_by_table and write.symlink is not None:
@@ -369,29 +371,36 @@ def _symlinks(symlink: tuple[str, str]) -> dict[str, Any]:
     )
 
 
-def _input_fields(columns: dict[InputColumn, set[Transformation]]) -> list[dict[str, Any]]:
+def _input_fields(columns: dict[InputColumn, list[Transformation]]) -> list[dict[str, Any]]:
     return [
         {
             "namespace": namespace,
             "name": name,
             "field": column,
-            "transformations": [{"type": t, "subtype": s} for t, s in sorted(kinds)],
+            "transformations": [
+                {"type": t.type, "subtype": t.subtype, "description": "", "masking": t.masking}
+                for t in kinds
+            ],
         }
-        for (namespace, name, column), kinds in sorted(columns.items())
+        for (namespace, name, column), kinds in columns.items()
     ]
 
 
-def _column_lineage_facet(lineage: ColumnLineage) -> dict[str, Any]:
+def _column_lineage_facet(lineage: ColumnLineage, dataset_level: bool) -> dict[str, Any] | None:
+    """The ``columnLineage`` facet in the official integration's default shape (every
+    field carries the dataset-level dependencies too), or with those dependencies as the
+    facet's ``dataset`` list (``dataset_level``, its ``datasetLineageEnabled`` option)."""
+    fields = lineage.fields if dataset_level else lineage.fields_with_dataset_dependencies()
+    dataset = lineage.dataset if dataset_level else {}
+    if not fields and not dataset:
+        return None
     facet = _facet(
         "ColumnLineageDatasetFacet",
         "1-2-0",
-        fields={
-            name: {"inputFields": _input_fields(columns)}
-            for name, columns in lineage.fields.items()
-        },
+        fields={name: {"inputFields": _input_fields(columns)} for name, columns in fields.items()},
     )
-    if lineage.dataset:
-        facet["dataset"] = _input_fields(lineage.dataset)
+    if dataset:
+        facet["dataset"] = _input_fields(dataset)
     return facet
 
 
@@ -469,8 +478,8 @@ def _outputs(app: AppContext, facts: ExecutionFacts, complete: bool) -> list[dic
     if facts.query is not None:
         read = [[_trimmed(d) for d in r.datasets] for r in facts.reads]
         lineage = column_lineage(facts.query, read, write.output_names)
-        if lineage.fields or lineage.dataset:
-            facets["columnLineage"] = _column_lineage_facet(lineage)
+        if facet := _column_lineage_facet(lineage, app.dataset_lineage):
+            facets["columnLineage"] = facet
     if write.symlink is not None:
         facets.update(_table_facets(app, write.symlink))
     if write.lifecycle is not None:

@@ -52,8 +52,9 @@ class WriteFacts:
     data_source: str | None = None
     output_names: list[str] | None = None
     partition_columns: list[str] = field(default_factory=list)
-    # Commands that create or drop a table suffix their job with the table's ``db_table``;
-    # inserts (into paths or tables) with the last two parts of the written location.
+    # CREATE TABLE AS SELECT, saveAsTable and ALTER TABLE suffix their job with the table's
+    # ``db_table``; everything else (inserts, CREATE / DROP / TRUNCATE TABLE, LOAD DATA)
+    # with the last two parts of the written location, as the official integration does.
     job_named_by_table: bool = False
     # (name, type) of a created table's columns, when no query defines them (CREATE TABLE).
     schema: list[tuple[str, str]] = field(default_factory=list)

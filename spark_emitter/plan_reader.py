@@ -202,15 +202,18 @@ def _write(root: Any, root_node: Node, context: CatalogContext) -> tuple[Any, Wr
             dataset = jdbc_dataset(str(url), str(table))
             return root.query(), WriteFacts(dataset, None, lifecycle, "jdbc")
         return root.query(), None
-    if kind == "InsertIntoDataSourceDirCommand":  # INSERT OVERWRITE DIRECTORY ... USING
+    if kind in _DIRECTORY_WRITES:  # INSERT OVERWRITE [LOCAL] DIRECTORY
         dataset = path_dataset(str(_option(root.storage().locationUri()).toString()))
         lifecycle = "OVERWRITE" if root.overwrite() else None
-        return root.query(), WriteFacts(dataset, None, lifecycle, str(root.provider()))
+        source = str(root.provider()) if kind == "InsertIntoDataSourceDirCommand" else "hive"
+        return root.query(), WriteFacts(dataset, None, lifecycle, source)
+    if kind == "LoadDataCommand":
+        return None, _loaded_table(root, context)
     if kind in _CREATE_TABLE:
         table = getattr(root, _CREATE_TABLE[kind])()
         dataset, symlink = _table_names(table, context)
         # The new table's columns are its schema: there is no query to take them from.
-        write = WriteFacts(dataset, symlink, "CREATE", job_named_by_table=True)
+        write = WriteFacts(dataset, symlink, "CREATE")
         write.schema = _schema(table)
         return None, write
     if kind in ("DropTable", "DropTableCommand"):
@@ -218,6 +221,21 @@ def _write(root: Any, root_node: Node, context: CatalogContext) -> tuple[Any, Wr
     if kind in _TABLE_CHANGES:
         return None, _changed_table(root, kind, context)
     return root, None
+
+
+# INSERT OVERWRITE DIRECTORY: ... USING <format>, and the Hive form (STORED AS, or USING hive).
+_DIRECTORY_WRITES = frozenset({"InsertIntoDataSourceDirCommand", "InsertIntoHiveDirCommand"})
+
+
+def _loaded_table(root: Any, context: CatalogContext) -> WriteFacts:
+    """LOAD DATA [LOCAL] INPATH ... [OVERWRITE] INTO TABLE (Hive tables only): a write to the
+    table. Like the official integration, the files loaded are not an input, and the job is
+    named after the table's location."""
+    table = context.session.sessionState().catalog().getTableMetadata(root.table())
+    dataset, symlink = _table_names(table, context)
+    write = WriteFacts(dataset, symlink, "OVERWRITE" if root.isOverwrite() else None, "hive")
+    write.schema = _schema(table)
+    return write
 
 
 # Commands that change a catalog table in place: root class → (accessor of the table's
@@ -236,7 +254,9 @@ def _changed_table(root: Any, kind: str, context: CatalogContext) -> WriteFacts:
     accessor, lifecycle = _TABLE_CHANGES[kind]
     table = context.session.sessionState().catalog().getTableMetadata(getattr(root, accessor)())
     dataset, symlink = _table_names(table, context)
-    write = WriteFacts(dataset, symlink, lifecycle, job_named_by_table=True)
+    # TRUNCATE is named after the table's location, as CREATE TABLE and DROP TABLE are.
+    by_table = kind != "TruncateTableCommand"
+    write = WriteFacts(dataset, symlink, lifecycle, job_named_by_table=by_table)
     write.schema = _schema(table)
     if kind == "AlterTableRenameCommand":
         old, new = str(root.oldName().table()), str(root.newName().table())
@@ -261,7 +281,7 @@ def _dropped_table(root: Any, kind: str, context: CatalogContext) -> WriteFacts 
     location = context.session.sessionState().catalog().defaultTablePath(jvm_identifier)
     symlink = table_symlink(database, table, context.metastore_uri, context.warehouse)
     location_dataset = path_dataset(str(location.toString()))
-    return WriteFacts(location_dataset, symlink, "DROP", job_named_by_table=True)
+    return WriteFacts(location_dataset, symlink, "DROP")
 
 
 def _write_metrics(executed: Any) -> tuple[int | None, int | None, int | None]:
@@ -365,10 +385,27 @@ def _describe(facts: ExecutionFacts, qe: Any, plan: Any, context: CatalogContext
     except Exception:  # planning failed: name the job after the logical plan
         executed, facts.command = None, f"Execute {root_node.cls}"
     if query_jvm is not None:
-        facts.query = _query_node(root_node)
+        if isinstance(root_node.fields.get("query"), list):
+            # A command that holds its query outside its children (CREATE TABLE AS SELECT,
+            # saveAsTable, INSERT OVERWRITE DIRECTORY): the optimizer never saw it.
+            query_jvm = _optimized(query_jvm, context)
+            facts.query = parse_tree(json.loads(str(query_jvm.toJSON())))
+        else:
+            facts.query = _query_node(root_node)
         facts.output_schema = _schema(query_jvm)
         facts.reads = _reads(query_jvm, context)
     return executed
+
+
+def _optimized(query: Any, context: CatalogContext) -> Any:
+    """``query`` as Spark's optimizer rewrites it (the official integration reads column
+    lineage from the optimized plan, so it includes the filters the optimizer infers, such
+    as ``isnotnull`` and a join's conditions carried to the other side); as it is if that
+    fails."""
+    try:
+        return context.session.sessionState().optimizer().execute(query)
+    except Exception:
+        return query
 
 
 def read_started_execution(

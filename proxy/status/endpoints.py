@@ -6,6 +6,11 @@ only. It holds no figures itself, so it is served without a token; the JSON need
 valid Bearer token when auth is on (any configured token: the figures are aggregates,
 and the refusals list where and why, never an event). ``server.status_page: false``
 removes all three routes.
+
+With ``serve --workers N`` the worker that takes the request asks its siblings for
+their share (``GET /status`` on their private sockets) and answers for the whole proxy
+(:mod:`.parts`); a sibling that does not answer within the channel's timeout is listed
+as down.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.resources
+import logging
+import os
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 
@@ -20,14 +27,18 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from proxy.destinations import Destination
-from proxy.exact_json import dumps
+from proxy.exact_json import dumps, loads
 from proxy.lineage_endpoints import AUTHENTICATOR
 from proxy.readiness import Health, destination_health
+from proxy.status.parts import WorkerPart
 from proxy.status.rates import RateWindow
 from proxy.status.rejections import RecentRejections
 from proxy.status.report import status_report
+from proxy.worker_metrics import Siblings
 
 __all__ = ["StatusPage"]
+
+log = logging.getLogger(__name__)
 
 # Health (a Kafka metadata request, an archive probe) is asked at most this often, however
 # many pages poll.
@@ -50,8 +61,10 @@ class StatusPage:
         registry: CollectorRegistry,
         recent: RecentRejections,
         destinations: Callable[[], Sequence[Destination]],
+        siblings: Siblings | None = None,
     ) -> None:
         self.window = RateWindow(registry)
+        self.siblings = siblings
         self.recent = recent
         self.destinations = destinations
         self.started = time.monotonic()
@@ -64,6 +77,8 @@ class StatusPage:
         app.router.add_get("/ui", self.page, name="status_page_ui")
         app.router.add_get("/api/v1/status", self.status, name="status")
         app.cleanup_ctx.append(self._sampling)
+        if self.siblings is not None:
+            self.siblings.add_route("GET", "/status", self._part)
 
     async def _sampling(self, app: web.Application) -> AsyncIterator[None]:
         task = asyncio.create_task(self.window.run(), name="status-sampler")
@@ -79,19 +94,36 @@ class StatusPage:
 
     async def status(self, request: web.Request) -> web.Response:
         request.app[AUTHENTICATOR].principal_of(request)
-        destinations = self.destinations()
-        report = status_report(
-            self.window,
-            destinations,
-            await self._health_of(destinations),
-            self.recent,
-            self.started,
-        )
+        own = await self.own_part()
+        workers: list[tuple[int, str, WorkerPart | None]] = [(own.worker, str(own.pid), own)]
+        if self.siblings is not None:
+            for answer in await self.siblings.ask_all("/status"):
+                workers.append((answer.worker, answer.pid, _part_of(answer.body)))
+        report = status_report(sorted(workers, key=lambda w: w[0]), self.destinations(), own.worker)
         return web.Response(
             body=dumps(report),
             content_type="application/json",
             headers={"Cache-Control": "no-store"},
         )
+
+    async def own_part(self) -> WorkerPart:
+        """This process's share of the figures."""
+        destinations = self.destinations()
+        now, growth, seconds = self.window.now_and_growth()
+        return WorkerPart(
+            worker=0 if self.siblings is None else self.siblings.slot.index,
+            pid=os.getpid(),
+            uptime_seconds=round(time.monotonic() - self.started, 1),
+            now=now,
+            growth=growth,
+            seconds=seconds,
+            health=await self._health_of(destinations),
+            rejections=self.recent.newest_first(),
+        )
+
+    async def _part(self, request: web.Request) -> web.Response:
+        """``GET /status`` on the private socket: this worker's share, for a sibling."""
+        return web.Response(body=dumps((await self.own_part()).as_json()))
 
     async def _health_of(self, destinations: Sequence[Destination]) -> dict[str, Health]:
         which = tuple(id(d) for d in destinations)
@@ -103,3 +135,15 @@ class StatusPage:
         ):
             self._health = (now, which, await destination_health(destinations))
         return self._health[2]
+
+
+def _part_of(body: bytes | None) -> WorkerPart | None:
+    """A sibling's share, or None if it did not answer or its answer cannot be read
+    (that worker is shown down; the page still works)."""
+    if body is None:
+        return None
+    try:
+        return WorkerPart.from_json(loads(body))
+    except (ValueError, KeyError, TypeError):
+        log.warning("a sibling's status share could not be read", exc_info=True)
+        return None

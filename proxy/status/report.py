@@ -1,8 +1,10 @@
 """The JSON the status page polls (``GET /api/v1/status``; shape in README "Status page").
 
-Built from one registry reading (:mod:`.rates`), destination health
-(:mod:`proxy.readiness`) and the last refusals (:mod:`.rejections`). Nothing here keeps
-figures of its own: a figure on the page is the same number ``/metrics`` shows.
+Built from every worker's :class:`~proxy.status.parts.WorkerPart` (one with a single
+process): registry readings (:mod:`.rates`) summed, destination health
+(:mod:`proxy.readiness`) at its worst, the last refusals (:mod:`.rejections`) merged.
+Nothing here keeps figures of its own: a figure on the page is the sum over workers of
+the number ``/metrics`` shows.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from typing import Any
 
 from proxy.destinations import Destination
 from proxy.readiness import Health
-from proxy.status.rates import RateWindow, Reading
-from proxy.status.rejections import RecentRejections
+from proxy.status.parts import WorkerPart, merged_health, merged_readings, newest_rejections
+from proxy.status.rates import Reading
 
 __all__ = ["status_report"]
 
@@ -144,26 +146,47 @@ def _consumers(now: Reading, growth: Reading, per_minute: float) -> list[dict[st
     ]
 
 
+def _workers(workers: Sequence[tuple[int, str, WorkerPart | None]]) -> list[dict[str, Any]]:
+    return [
+        {
+            "worker": index,
+            "pid": int(pid) if pid else None,
+            "up": part is not None,
+            "accepted": None if part is None else part.now.total(_ACCEPTED),
+        }
+        for index, pid, part in workers
+    ]
+
+
 def status_report(
-    window: RateWindow,
+    workers: Sequence[tuple[int, str, WorkerPart | None]],
     destinations: Sequence[Destination],
-    health: dict[str, Health],
-    recent: RecentRejections,
-    started: float,
+    answered_by: int,
 ) -> dict[str, Any]:
-    """The status JSON; ``health`` has every destination's, ``started`` is the
-    process's start on the monotonic clock."""
-    now, growth, seconds = window.now_and_growth()
+    """The status JSON of the whole proxy from each worker's ``(index, pid, part)``
+    (part None: the worker did not answer); ``answered_by``: the worker asked."""
+    parts = [part for _, _, part in workers if part is not None]
+    now = merged_readings([p.now for p in parts])
+    growth = merged_readings([p.growth for p in parts])
+    seconds = max(p.seconds for p in parts)
     per_minute = 60.0 / seconds
+    health = {
+        d.name: merged_health([p.health[d.name] for p in parts if d.name in p.health])
+        for d in destinations
+    }
     destination_report = _destinations(destinations, health, now, growth, per_minute)
     return {
         "time": _iso(time.time()),
-        "uptime_seconds": round(time.monotonic() - started, 1),
+        "answered_by": answered_by,
+        "uptime_seconds": round(max(p.uptime_seconds for p in parts), 1),
         "window_seconds": round(seconds, 1),
         "ready": all(d["ready"] for d in destination_report if d["durable"]),
         "events": _events(now, growth, per_minute),
         "rules": _rules(now, growth, per_minute),
         "destinations": destination_report,
         "consumers": _consumers(now, growth, per_minute),
-        "recent_rejections": [{**r.as_json(), "time": _iso(r.time)} for r in recent.newest_first()],
+        "workers": _workers(workers),
+        "recent_rejections": [
+            {**r.as_json(), "time": _iso(r.time)} for r in newest_rejections(parts)
+        ],
     }

@@ -4,7 +4,8 @@ Query parameters filter the stream: ``rule`` (a rule name, ``(default)`` for the
 route), ``namespace`` and ``job`` (globs), ``eventType``. When auth is on the request
 needs a Bearer token, and a token sees only events of namespaces it may post for.
 
-The stream: a ``: tap open`` comment first (the subscription exists from then on), then
+The stream: a ``: tap open`` comment first (the subscription exists from then on, on
+every worker of ``serve --workers N``), then
 one ``data:`` line per event (JSON: time, rules, destinations, dropped_by, event), a
 ``: keep-alive`` comment when nothing happened for a while, and ``event: dropped`` with
 ``{"dropped": N}`` (N counted since the stream opened) when the reader fell behind and
@@ -66,7 +67,9 @@ async def get_tap(request: web.Request) -> web.StreamResponse:
             "X-Accel-Buffering": "no",  # nginx: pass events through unbuffered
         }
     )
-    with request.app[TAP].subscribe(tap_filter, principal) as subscription:
+    hub = request.app[TAP]
+    with hub.subscribe(tap_filter, principal) as subscription:
+        await hub.joined()  # with workers: the others forward their events from now on
         await response.prepare(request)
         reported = 0
         try:

@@ -11,17 +11,22 @@ A subscriber sees an event only if its principal may post for the event's namesp
 (the same scope as ingest, :meth:`~proxy.auth.Principal.may_post_for`) and its filter
 admits it. Namespace, job name and event type are the event as the client posted it;
 the event shown is the one the destinations got (after the rules' transforms).
+
+With ``serve --workers N`` a subscriber connects to one worker but sees every worker's
+events: its hub tells the others (:class:`TapSiblings`, :mod:`proxy.tap.relay`), and
+while some sibling listens a hub is :attr:`~TapHub.listening` too and forwards what it
+publishes. With nobody listening anywhere there is no traffic between workers at all.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from fnmatch import fnmatchcase
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -31,7 +36,7 @@ from proxy.openlineage import EventKind, event_kind, subject_name
 from routing_rules.ruleset import Route, Trace
 from routing_rules.stats import DEFAULT_RULE
 
-__all__ = ["Subscription", "TapFilter", "TapHub", "TappedEvent"]
+__all__ = ["Subscription", "TapFilter", "TapHub", "TapSiblings", "TappedEvent"]
 
 # Events a subscriber may fall behind by before the next ones are dropped for it.
 DEFAULT_QUEUE_SIZE = 1000
@@ -50,6 +55,15 @@ class TappedEvent:
     name: str
     event_type: str | None
     dataset_event: bool
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TappedEvent:
+        return cls(
+            **{**data, "rules": tuple(data["rules"]), "destinations": tuple(data["destinations"])}
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,16 +117,40 @@ class Subscription:
         self.queue.put_nowait(None)
 
 
+class TapSiblings(Protocol):
+    """The other workers' taps, as a hub sees them."""
+
+    def forward(self, tapped: TappedEvent) -> None:
+        """Send ``tapped`` to the siblings that listen; never blocks."""
+
+    def announce(self, listening: bool) -> Coroutine[Any, Any, None]:
+        """Tell every sibling whether this worker has subscribers now."""
+
+
 class TapHub(Collector):
     """The subscribers of one proxy process; also a Prometheus collector of its figures."""
 
     def __init__(self, queue_size: int = DEFAULT_QUEUE_SIZE) -> None:
         self.queue_size = queue_size
         self._subscriptions: list[Subscription] = []
-        # Read on the hot path: a plain attribute, kept equal to bool(_subscriptions).
+        # Read on the hot path: a plain attribute, kept equal to
+        # bool(_subscriptions) or forwarding.
         self.listening = False
+        # Some sibling has subscribers: publish, and forward what is published.
+        self.forwarding = False
+        self.siblings: TapSiblings | None = None
+        self._announcing: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
         self.dropped_total = 0
         self.closed = False
+
+    @property
+    def subscribers(self) -> int:
+        return len(self._subscriptions)
+
+    def set_forwarding(self, forwarding: bool) -> None:
+        self.forwarding = forwarding
+        self.listening = bool(self._subscriptions) or forwarding
 
     @contextmanager
     def subscribe(self, tap_filter: TapFilter, principal: Principal) -> Iterator[Subscription]:
@@ -121,11 +159,26 @@ class TapHub(Collector):
             subscription.close()
         self._subscriptions.append(subscription)
         self.listening = True
+        if self.siblings is not None and len(self._subscriptions) == 1:
+            self._announcing = self._background(self.siblings.announce(True))
         try:
             yield subscription
         finally:
             self._subscriptions.remove(subscription)
-            self.listening = bool(self._subscriptions)
+            self.listening = bool(self._subscriptions) or self.forwarding
+            if self.siblings is not None and not self._subscriptions:
+                self._background(self.siblings.announce(False))
+
+    async def joined(self) -> None:
+        """Once the siblings know this worker listens (their events come from then on)."""
+        if self._announcing is not None:
+            await asyncio.shield(self._announcing)
+
+    def _background(self, announcing: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.create_task(announcing, name="tap-announce")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
 
     def publish(self, posted: dict[str, Any], route: Route[Any], trace: Trace) -> None:
         """Offer an accepted event to every subscriber; never blocks."""
@@ -143,6 +196,12 @@ class TapHub(Collector):
             event_type=event_type if isinstance(event_type, str) else None,
             dataset_event=event_kind(posted) is EventKind.DATASET,
         )
+        self.offer(tapped)
+        if self.forwarding and self.siblings is not None:
+            self.siblings.forward(tapped)
+
+    def offer(self, tapped: TappedEvent) -> None:
+        """Offer an event (published here or by a sibling) to this process's subscribers."""
         for subscription in self._subscriptions:
             if not subscription.offer(tapped):
                 self.dropped_total += 1

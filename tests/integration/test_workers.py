@@ -63,6 +63,18 @@ def worker_pids(url: str) -> dict[str, str]:
     }
 
 
+def two_workers(bootstrap: str, topic: str, archive: Path) -> tuple[ServeProcess, str]:
+    """``serve --workers 2`` writing to ``topic`` and archiving under ``archive``."""
+    return serve_process(
+        bootstrap,
+        "--workers",
+        "2",
+        kafka__topic=topic,
+        routing__archive_root=str(archive),
+        server__run_consumers="[]",
+    )
+
+
 def wait_until_both_listen(url: str, process: ServeProcess) -> None:
     """Until both workers listen: one that is ready early would take every connection."""
     wait_for(
@@ -91,14 +103,7 @@ def wait_for(condition, seconds: float, process: ServeProcess) -> None:
 async def test_two_workers_share_the_port_report_together_reload_and_drain_on_sigterm(
     broker, topic, tmp_path: Path
 ):
-    process, url = serve_process(
-        broker.bootstrap_servers,
-        "--workers",
-        "2",
-        kafka__topic=topic,
-        routing__archive_root=str(tmp_path),
-        server__run_consumers="[]",
-    )
+    process, url = two_workers(broker.bootstrap_servers, topic, tmp_path)
     try:
         await asyncio.to_thread(wait_until_both_listen, url, process)
         # Every new connection is a fresh draw of the kernel's SO_REUSEPORT hash.

@@ -118,13 +118,36 @@ def event_types(events: list[dict[str, Any]]) -> list[str]:
     return [t for i, t in enumerate(types) if t != "RUNNING" or types[i - 1] != "RUNNING"]
 
 
-def column_edges(output: dict[str, Any], column: str | None) -> set[tuple[str, str, str]]:
+def column_edges(
+    output: dict[str, Any], column: str | None, kind: str | None = None
+) -> set[tuple[str, str, str]]:
     """(input file name, field, TYPE/SUBTYPE) of an output's column lineage: of ``column``,
-    or of the dataset-level inputs when ``column`` is None."""
+    or of the dataset-level inputs when ``column`` is None; only DIRECT or INDIRECT ones
+    if ``kind`` says so."""
     facet = output["facets"]["columnLineage"]
     inputs = facet["dataset"] if column is None else facet["fields"][column]["inputFields"]
     return {
         (Path(f["name"]).name, f["field"], f"{t['type']}/{t['subtype']}")
         for f in inputs
         for t in f["transformations"]
+        if kind is None or t["type"] == kind
     }
+
+
+def schema_fields(dataset: dict[str, Any]) -> list[tuple[str, str]]:
+    """(name, type) of a dataset's ``schema`` facet."""
+    return [(f["name"], f["type"]) for f in dataset["facets"]["schema"]["fields"]]
+
+
+def table_symlink(dataset: dict[str, Any]) -> tuple[str, str, str]:
+    """(namespace, name, type) of a dataset's one ``symlinks`` identifier."""
+    (identifier,) = dataset["facets"]["symlinks"]["identifiers"]
+    return identifier["namespace"], identifier["name"], identifier["type"]
+
+
+def completed(events: list[dict[str, Any]], job: str) -> dict[str, Any]:
+    """The last event of ``job``, which must be its COMPLETE."""
+    runs = [e for e in events if e["job"]["name"] == job]
+    names = sorted({e["job"]["name"] for e in events})
+    assert [e["eventType"] for e in runs][-1:] == ["COMPLETE"], (job, names)
+    return runs[-1]

@@ -121,15 +121,23 @@ def test_join_and_aggregate_have_column_lineage(
     complete = lineage_receiver.jobs_writing(out)[-1]
     _assert_valid([complete])
     output = complete["outputs"][0]
-    assert column_edges(output, "country") == {("customers.json", "country", "DIRECT/IDENTITY")}
-    assert column_edges(output, "total") == {("orders.csv", "amount", "DIRECT/AGGREGATION")}
-    assert column_edges(output, "who") == {("orders.csv", "customer", "DIRECT/AGGREGATION")}
-    assert {
+    country = ("customers.json", "country", "DIRECT/IDENTITY")
+    assert column_edges(output, "country", "DIRECT") == {country}
+    assert column_edges(output, "total", "DIRECT") == {
+        ("orders.csv", "amount", "DIRECT/AGGREGATION")
+    }
+    assert column_edges(output, "who", "DIRECT") == {
+        ("orders.csv", "customer", "DIRECT/AGGREGATION")
+    }
+    # As the official integration by default: what decides the rows is in every field.
+    indirect = {
         ("orders.csv", "customer", "INDIRECT/JOIN"),
         ("customers.json", "customer", "INDIRECT/JOIN"),
         ("orders.csv", "amount", "INDIRECT/FILTER"),
         ("customers.json", "country", "INDIRECT/GROUP_BY"),
-    } <= column_edges(output, None)
+    }
+    for name in ("country", "total", "who"):
+        assert indirect <= column_edges(output, name, "INDIRECT")
     # A new path written without overwrite: no lifecycle change is claimed.
     assert "lifecycleStateChange" not in output["facets"]
     # Statistics are found under adaptive execution's wrapping too.

@@ -127,7 +127,7 @@ async def test_example_pipeline_lineage_reaches_marquez_and_the_archive(
         f"{APP}.{SAVE_AS_TABLE}.default_customer_rank",
         f"{APP}.{WRITE}.marts_refunds",
         f"{APP}.execute_create_data_source_table_as_select_command.default_scratch_orders",
-        f"{APP}.drop_table.default_scratch_orders",
+        f"{APP}.drop_table.warehouse_scratch_orders",
     }
     for run_id, run in _by_run(events).items():
         # An action that ran Spark jobs also said RUNNING between its START and its end.
@@ -149,7 +149,7 @@ async def test_example_pipeline_lineage_reaches_marquez_and_the_archive(
         "orders_us.csv",
     ]
     # Union of the two files: each output column comes from both.
-    assert column_edges(orders["outputs"][0], "amount") == {
+    assert column_edges(orders["outputs"][0], "amount", "DIRECT") == {
         ("orders_eu.csv", "amount", "DIRECT/TRANSFORMATION"),
         ("orders_us.csv", "amount", "DIRECT/TRANSFORMATION"),
     }
@@ -161,14 +161,17 @@ async def test_example_pipeline_lineage_reaches_marquez_and_the_archive(
     )
     output = daily["outputs"][0]
     assert output["name"] == summary["outputs"]["daily_revenue"]
-    assert column_edges(output, "revenue") == {("orders", "amount", "DIRECT/AGGREGATION")}
-    assert column_edges(output, "country") == {("customers", "country", "DIRECT/IDENTITY")}
+    aggregated = ("orders", "amount", "DIRECT/AGGREGATION")
+    assert column_edges(output, "revenue", "DIRECT") == {aggregated}
+    assert column_edges(output, "country", "DIRECT") == {
+        ("customers", "country", "DIRECT/IDENTITY")
+    }
     assert {
         ("orders", "customer_id", "INDIRECT/JOIN"),
         ("customers", "customer_id", "INDIRECT/JOIN"),
         ("orders", "status", "INDIRECT/FILTER"),
         ("customers", "country", "INDIRECT/GROUP_BY"),
-    } <= column_edges(output, None)
+    } <= column_edges(output, "revenue", "INDIRECT")
     assert output["outputFacets"]["outputStatistics"]["rowCount"] == 5
 
     ranked = _one_run(events, f"{APP}.{SAVE_AS_TABLE}.default_customer_rank")
@@ -180,7 +183,7 @@ async def test_example_pipeline_lineage_reaches_marquez_and_the_archive(
     assert event_types(refunds) == ["START", "RUNNING", "FAIL"]
     assert "negative amount" in refunds[-1]["run"]["facets"]["errorMessage"]["message"]
 
-    dropped = _one_run(events, f"{APP}.drop_table.default_scratch_orders")[-1]
+    dropped = _one_run(events, f"{APP}.drop_table.warehouse_scratch_orders")[-1]
     assert dropped["outputs"][0]["facets"]["lifecycleStateChange"]["lifecycleStateChange"] == (
         "DROP"
     )
@@ -196,6 +199,7 @@ async def test_example_pipeline_lineage_reaches_marquez_and_the_archive(
     columns = spark.read.parquet(str(tmp_path / "graph" / "column_edges"))
     revenue = columns.filter(
         f"output_name = '{summary['outputs']['daily_revenue']}' AND output_field = 'revenue'"
+        " AND transformation_type = 'DIRECT'"
     ).collect()
     assert [(r.input_field, r.transformation_subtype) for r in revenue] == [
         ("amount", "AGGREGATION")

@@ -2,12 +2,13 @@
 
 No `helm` binary here (neither Debian nor PyPI ship one), so the chart is checked by a
 minimal render: plain value references (`.Values.a.b`, `$consumer.k`, piped to
-quote/upper) are filled from values.yaml; a line holding only `toYaml X | nindent N` or
-`include "helper" … | nindent N` of a helper without conditions is expanded; other lines
-holding only an action (if/range/end, helpers with conditions) are dropped and any other
-action becomes a placeholder. The result must parse as the Kubernetes objects we expect.
-Every value the templates use must exist in values.yaml, and the config the chart mounts
-must load with the environment the chart gives the pods.
+quote/upper, or `mul` of such references) are filled from values.yaml; a line holding
+only `toYaml X | nindent N` or `include "helper" … | nindent N` of a helper without
+conditions is expanded; other lines holding only an action (if/range/end, helpers with
+conditions) are dropped and any other action becomes a placeholder. The result must
+parse as the Kubernetes objects we expect. Every value the templates use must exist in
+values.yaml, and the config the chart mounts must load with the environment the chart
+gives the pods.
 
 The dashboard and the alerts may only use metric names the code exports (collected from
 the registries the proxy and the consumer daemons create).
@@ -16,6 +17,7 @@ the registries the proxy and the consumer daemons create).
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
@@ -43,13 +45,16 @@ _SERIES_SUFFIXES = {
     "gauge": ("",),
     "histogram": ("_bucket", "_sum", "_count", "_created"),
     "summary": ("", "_sum", "_count", "_created"),
+    "info": ("_info",),
 }
 
 
 def exported_series() -> set[str]:
     """Every series name /metrics of the proxy or of a consumer daemon can show."""
     proxy = ProxyMetrics()
-    proxy.registry.register(RoutingStats())  # as proxy/app.py does at start
+    stats = RoutingStats()
+    stats.loaded(True)  # as proxy/app.py registers it and the rules' first load marks it
+    proxy.registry.register(stats)
     proxy.registry.register(SpoolMetrics(list))
     names = set()
     for registry in (proxy.registry, ConsumerMetrics("any").registry):
@@ -143,7 +148,11 @@ def _resolve(reference: str, values: dict[str, Any], consumer: dict[str, Any]) -
 
 def _fill(expression: str, values: dict[str, Any], consumer: dict[str, Any]) -> str:
     reference, *pipes = (part.strip() for part in expression.split("|"))
-    value = _resolve(reference, values, consumer)
+    if reference.startswith("mul "):
+        factors = [_resolve(factor, values, consumer) for factor in reference.split()[1:]]
+        value = None if None in factors else math.prod(factors)
+    else:
+        value = _resolve(reference, values, consumer)
     if value is None or any(p not in _PIPES for p in pipes):
         return "TEMPLATED"
     text = str(value)
@@ -257,6 +266,20 @@ def test_proxy_probes_readyz_and_healthz_on_its_port_and_listens_where_the_confi
     assert proxy["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": port["name"]}
     env = _literal_env(proxy)
     assert env["LINEAGE_PROXY__SERVER__PORT"] == str(values["proxy"]["port"])
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_proxy_runs_the_chosen_workers_and_requests_a_cpu_share_for_each(workers: int):
+    values = _values()
+    assert values["proxy"]["workers"] == 1  # the default: one process, as before
+    values["proxy"]["workers"] = workers
+    (deployment,) = _render(TEMPLATES / "proxy-deployment.yaml", values)
+    proxy = _container(deployment)
+    assert proxy["args"][proxy["args"].index("--workers") + 1] == str(workers)
+    requests = proxy["resources"]["requests"]
+    assert requests["cpu"] == f"{workers * values['proxy']['cpuPerWorkerMillicores']}m"
+    assert requests["memory"] == values["proxy"]["resources"]["requests"]["memory"]
+    assert proxy["resources"]["limits"] == values["proxy"]["resources"]["limits"]
 
 
 def test_consumer_probes_its_status_port_and_the_config_agrees():

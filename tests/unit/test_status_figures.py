@@ -8,7 +8,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from consumers.metrics import ConsumerMetrics
 from proxy.auth import Principal
-from proxy.status.rates import RateWindow, read_registry
+from proxy.status.rates import RateWindow, Reading, read_registry
 from proxy.status.rejections import RecentRejections
 from proxy.status.report import _consumers, _quantile
 from proxy.tap.hub import TapFilter, TapHub
@@ -47,7 +47,8 @@ def test_during_the_first_minute_per_minute_is_the_events_so_far():
     assert growth.total("events_total", kind="job") == 3
 
 
-def test_p99_is_interpolated_within_the_bucket_like_prometheus():
+def latency_reading(*seconds: float) -> Reading:
+    """A registry reading of the delivery histogram (destination ``kafka``)."""
     registry = CollectorRegistry()
     latency = Histogram(
         "lineage_proxy_delivery_seconds",
@@ -56,11 +57,13 @@ def test_p99_is_interpolated_within_the_bucket_like_prometheus():
         buckets=(0.01, 0.1, 1),
         registry=registry,
     )
-    for _ in range(90):
-        latency.labels("kafka").observe(0.005)
-    for _ in range(10):
-        latency.labels("kafka").observe(0.05)
-    reading = read_registry(registry)
+    for value in seconds:
+        latency.labels("kafka").observe(value)
+    return read_registry(registry)
+
+
+def test_p99_is_interpolated_within_the_bucket_like_prometheus():
+    reading = latency_reading(*[0.005] * 90, *[0.05] * 10)
     # Rank 99 of 100 is the 9th of 10 in (0.01, 0.1]: 0.01 + 0.09 * 9/10.
     assert _quantile(reading, "kafka", 0.99) == pytest.approx(0.091, abs=1e-9)
     assert _quantile(reading, "archive", 0.99) is None

@@ -104,16 +104,18 @@ def metric(daemon: ConsumerDaemon, name: str, **labels: str) -> float:
 
 @contextlib.asynccontextmanager
 async def running(
-    bootstrap: str, config: ConsumerConfig, name: str = "test"
+    bootstrap: str, config: ConsumerConfig, name: str = "test", *, assigned: bool = True
 ) -> AsyncIterator[ConsumerDaemon]:
-    """A daemon running in this event loop, yielded once it holds partitions."""
+    """A daemon running in this event loop, yielded once it holds partitions (at once
+    with ``assigned=False``, for a topic that does not exist yet)."""
     daemon = ConsumerDaemon(name, config, bootstrap_servers=bootstrap, default_topic="unused")
     stop = asyncio.Event()
     task = asyncio.create_task(daemon.run(stop))
     try:
-        await wait_for(
-            lambda: bool(daemon.health()[1]["assigned"]) or task.done(), what="assignment"
-        )
+        if assigned:
+            await wait_for(
+                lambda: bool(daemon.health()[1]["assigned"]) or task.done(), what="assignment"
+            )
         if task.done():
             task.result()
         yield daemon

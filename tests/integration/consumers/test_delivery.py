@@ -9,9 +9,11 @@ import pytest
 
 from proxy.destinations.retry import CircuitState
 from tests.doubles.marquez_double import MarquezDouble
+from tests.faults.figures import report
 from tests.integration.consumers.conftest import (
     assert_in_order_per_run,
     consumer_config,
+    create_topic,
     encoded,
     metric,
     produce,
@@ -49,6 +51,31 @@ async def test_two_daemons_in_one_group_deliver_every_event_in_order_per_run(bro
     assert len(marquez.events) == len(events)  # a clean hand-over stores nothing twice
     delivered = [metric(d, "delivered") for d in (first, second)]
     assert all(n > 0 for n in delivered) and sum(delivered) == len(events)
+
+
+async def test_a_topic_created_after_the_consumer_subscribed_is_consumed_within_seconds(
+    broker, topic
+):
+    """The quick start's order: the in-process consumer subscribes before the proxy has
+    created the topic. librdkafka only notices a new topic at its next metadata refresh
+    (5 minutes by default); ours is 10 s."""
+    events = sequenced_run_events(runs=2, per_run=5)
+    async with MarquezDouble() as marquez:
+        config = consumer_config({"kind": "marquez", "url": marquez.url}, topic)
+        async with running(broker.bootstrap_servers, config, assigned=False):
+            await asyncio.sleep(2)  # subscribed to a topic that is not there
+            started = asyncio.get_running_loop().time()
+            await asyncio.to_thread(create_topic, broker.bootstrap_servers, topic, 1)
+            await asyncio.to_thread(produce, broker.bootstrap_servers, topic, encoded(events))
+            await wait_for(lambda: len(marquez.events) >= len(events), 60, "the late topic")
+            seconds = asyncio.get_running_loop().time() - started
+    report(
+        "consumer_subscribed_before_its_topic_existed",
+        sent=len(events),
+        delivered=len(marquez.events),
+        seconds_to_deliver=round(seconds, 1),
+    )
+    assert len(marquez.events) == len(events)
 
 
 async def test_target_down_for_a_while_then_up_loses_nothing(broker, topic_with):

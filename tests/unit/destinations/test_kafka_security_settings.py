@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from consumers.config import ConsumerConfig
 from consumers.daemon import ConsumerDaemon
+from consumers.dlq_tools import reader_settings
 from consumers.kafka_source import consumer_settings
 from proxy.destinations.config import KafkaConfig, producer_settings
 from tests.conftest import REPO
@@ -54,6 +55,14 @@ def test_consumer_daemon_consumer_dead_letters_and_republisher_all_take_security
     assert republisher["acks"] == "all"
 
 
+def test_dlq_tools_read_with_the_security_settings_and_never_commit() -> None:
+    settings = reader_settings(
+        KafkaConfig(bootstrap_servers="b:9092", producer={**SECURITY, "linger.ms": 20})
+    )
+    assert _has_security(settings) and "linger.ms" not in settings
+    assert settings["enable.auto.commit"] is False
+
+
 def test_consumer_group_settings_may_add_a_secret_from_the_environment() -> None:
     settings = consumer_settings(
         "b:9092",
@@ -78,9 +87,10 @@ def test_missing_environment_variable_fails_the_config_naming_the_key(
     assert "TEST_KAFKA_PASSWORD" in str(caught.value)
 
 
-def test_no_module_builds_a_librdkafka_client_except_the_two_that_take_built_settings() -> None:
-    # KafkaProducer (its producers and admin clients use producer_settings' output) and
-    # KafkaSource (consumer_settings' output); anything else would bypass the security keys.
+def test_no_module_builds_a_librdkafka_client_except_those_that_take_built_settings() -> None:
+    # KafkaProducer (its producers and admin clients use producer_settings' output),
+    # KafkaSource (consumer_settings' output) and the DLQ reader (reader_settings', tested
+    # above); anything else would bypass the security keys.
     built = re.compile(r"\b(Producer|Consumer|AdminClient)\(")
     builders = {
         path.relative_to(REPO).as_posix()
@@ -88,4 +98,8 @@ def test_no_module_builds_a_librdkafka_client_except_the_two_that_take_built_set
         for path in (REPO / package).rglob("*.py")
         if built.search(path.read_text())
     }
-    assert builders == {"proxy/destinations/kafka.py", "consumers/kafka_source.py"}
+    assert builders == {
+        "proxy/destinations/kafka.py",
+        "consumers/kafka_source.py",
+        "consumers/dlq_tools.py",
+    }

@@ -15,6 +15,7 @@ from spark_emitter.events import (
     is_reported,
 )
 from spark_emitter.execution import ExecutionFacts, ReadFacts, WriteFacts
+from spark_emitter.plan import parse_tree
 from spark_emitter.run_ids import uuid7
 
 APP = AppContext(namespace="ns", app_name="etl", app_run_id=uuid7(), spark_version="4.0")
@@ -158,3 +159,67 @@ def test_a_renamed_table_names_the_dataset_it_was_in_the_lifecycle_facet() -> No
     lifecycle = event["outputs"][0]["facets"]["lifecycleStateChange"]
     assert lifecycle["lifecycleStateChange"] == "RENAME"
     assert lifecycle["previousIdentifier"] == {"namespace": "file", "name": "/wh/old"}
+
+
+def test_column_lineage_carries_filters_in_each_field_or_once_at_dataset_level() -> None:
+    package = "org.apache.spark.sql.catalyst"
+
+    def column(name: str, expr_id: int) -> list[dict[str, object]]:
+        return [
+            {
+                "class": f"{package}.expressions.AttributeReference",
+                "num-children": 0,
+                "name": name,
+                "dataType": "long",
+                "exprId": {"id": expr_id},
+            }
+        ]
+
+    greater = [{"class": f"{package}.expressions.GreaterThan", "num-children": 2}]
+    literal = [{"class": f"{package}.expressions.Literal", "num-children": 0}]
+    query = parse_tree(
+        [
+            {
+                "class": f"{package}.plans.logical.Filter",
+                "num-children": 1,
+                "condition": greater + column("amount", 2) + literal,
+            },
+            {
+                "class": "org.apache.spark.sql.execution.datasources.LogicalRelation",
+                "num-children": 0,
+                "output": [column("id", 1), column("amount", 2)],
+            },
+        ]
+    )
+    facts = dataclasses.replace(PLANNED, query=query)
+    run = action_run(APP, facts)
+    default = action_event(APP, run, facts, "START", 1_000)["outputs"][0]
+    assert VALIDATOR.validate(action_event(APP, run, facts, "START", 1_000)) == []
+    facet = default["facets"]["columnLineage"]
+    assert "dataset" not in facet
+    assert facet["fields"]["id"]["inputFields"] == [
+        {
+            "namespace": "file",
+            "name": "/in/orders",
+            "field": "id",
+            "transformations": [
+                {"type": "DIRECT", "subtype": "IDENTITY", "description": "", "masking": False}
+            ],
+        },
+        {
+            "namespace": "file",
+            "name": "/in/orders",
+            "field": "amount",
+            "transformations": [
+                {"type": "INDIRECT", "subtype": "FILTER", "description": "", "masking": False}
+            ],
+        },
+    ]
+    dataset_level = dataclasses.replace(APP, dataset_lineage=True)
+    event = action_event(dataset_level, run, facts, "START", 1_000)
+    assert VALIDATOR.validate(event) == []
+    facet = event["outputs"][0]["facets"]["columnLineage"]
+    assert [f["field"] for f in facet["fields"]["id"]["inputFields"]] == ["id"]
+    assert [(f["field"], f["transformations"][0]["subtype"]) for f in facet["dataset"]] == [
+        ("amount", "FILTER")
+    ]

@@ -115,3 +115,13 @@ def test_running_interval_defaults_to_ten_seconds_and_must_be_positive() -> None
     assert resolve_config({key: "2.5"}, {}, {}).running_interval == 2.5
     with pytest.raises(ConfigurationError, match=f"{key}: must be positive"):
         resolve_config({key: "0"}, {}, {})
+
+
+def test_column_lineage_is_per_field_unless_the_official_dataset_option_is_on() -> None:
+    key = "spark.openlineage.columnLineage.datasetLineageEnabled"
+    assert resolve_config({}, {}, {}).dataset_lineage_enabled is False
+    assert resolve_config({key: "true"}, {}, {}).dataset_lineage_enabled is True
+    overridden = resolve_config({key: "true"}, {}, {"dataset_lineage_enabled": False})
+    assert overridden.dataset_lineage_enabled is False
+    with pytest.raises(ConfigurationError, match=key):
+        resolve_config({key: "maybe"}, {}, {})

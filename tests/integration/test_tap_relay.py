@@ -1,0 +1,68 @@
+"""The tap between workers over their real private Unix sockets, in one process: two
+workers' hubs, channels and relays (README "Watching a running proxy")."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from proxy.auth import Principal
+from proxy.metrics import ProxyMetrics
+from proxy.tap.hub import TapFilter, TapHub
+from proxy.tap.relay import TapRelay
+from proxy.worker_metrics import Siblings, WorkerSlot
+from routing_rules.ruleset import Route, Trace
+from tests.sample_events import run_event
+
+pytestmark = pytest.mark.integration
+
+EVERYONE = Principal("admin", ("*",), ("*",))
+
+
+def publish(hub: TapHub, event: dict[str, Any]) -> None:
+    hub.publish(event, Route(event, ()), Trace())
+
+
+async def until(condition, seconds: float = 10) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.02)
+
+
+async def test_a_worker_forwards_only_while_a_sibling_listens_and_drops_what_overflows(
+    tmp_path: Path,
+):
+    hubs = [TapHub(), TapHub()]
+    channels = [Siblings(WorkerSlot(i, 2, tmp_path), ProxyMetrics()) for i in range(2)]
+    relays = [TapRelay(hub, channel) for hub, channel in zip(hubs, channels, strict=True)]
+    for channel, relay in zip(channels, relays, strict=True):
+        await channel.start()
+        relay.start()
+    watcher, sender = hubs
+    try:
+        assert not sender.listening  # nobody watches: nothing published, nothing sent
+        with watcher.subscribe(TapFilter(namespace="watched"), EVERYONE) as subscription:
+            await watcher.joined()
+            assert sender.listening and sender.forwarding
+            wanted, other = run_event(namespace="watched"), run_event(namespace="other")
+            publish(sender, other)
+            publish(sender, wanted)
+            first = await asyncio.wait_for(subscription.queue.get(), 10)
+            assert first is not None and first.event == wanted  # filtered at the watcher
+            # 2,500 at once (ingest never waits): the outbox keeps 1,000, the rest counted.
+            for _ in range(2500):
+                publish(sender, wanted)
+            assert sender.dropped_total == 1500
+            await until(lambda: subscription.queue.qsize() == 1000)
+            assert watcher.dropped_total == 0
+        # The last watcher left: the sender stops publishing.
+        await until(lambda: not sender.listening)
+    finally:
+        for channel, relay in zip(channels, relays, strict=True):
+            await relay.close()
+            await channel.close()
