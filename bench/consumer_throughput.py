@@ -1,23 +1,32 @@
 """Benchmark: the consumer daemon's events/s into a fast HTTP receiver, beside references.
 
-Run: ``.venv/bin/python bench/consumer_throughput.py`` (``--events``, ``--batch-size``).
-Prints one JSON document on stdout; progress goes to stderr. N keyed events (the rich
-reference RunEvent, 64 runs) are produced once to a 6-partition topic on an embedded
-broker; each scenario then reads all of them from the start in a fresh consumer group and
-delivers them to the ``parse`` reference server (bare aiohttp: parse JSON, answer 200),
-run as its own process. Figures that matter are ratios to references measured in the same
-run (DESIGN.md §7):
+Run: ``.venv/bin/python bench/consumer_throughput.py`` (``--events``, ``--batch-size``,
+``--rounds``, ``--py-spy DIR`` to record profiles of the first round). Prints one JSON document on
+stdout; progress goes to stderr. N keyed events (the rich reference RunEvent, 64 runs) are
+produced once to a 6-partition topic on an embedded broker; each scenario then reads all
+of them from the start and delivers them to the ``parse`` reference server (bare aiohttp:
+parse JSON, answer 200), run as its own process. Figures that matter are ratios to
+references measured in the same run (DESIGN.md §7):
 
 - ``raw_consume``: a bare librdkafka consumer reading the N messages and doing nothing —
   the Kafka read ceiling;
-- ``naive_poster``: aiohttp posting the N events (or arrays of them) to the receiver with
-  the same concurrency, no Kafka, no ordering, no retries — the HTTP delivery ceiling;
+- ``naive_poster``: a loop that reads the same topic (librdkafka on a thread) and POSTs
+  each event (or arrays of them) with one keep-alive aiohttp session and the same
+  concurrency — no order, no retries, no commits: the Kafka → HTTP ceiling;
 - ``daemon``: ``lineage-proxy consume`` (a separate process) with the generic ``http``
-  target: ordered lanes per run key, retries, commits, metrics.
+  target: ordered lanes per run key, retries, breaker, commits, metrics.
 
-The daemon's rate is taken from its own ``/metrics`` between its first and last delivery,
-so the group join is not counted. Latency is the target round trip from
-``lineage_consumer_target_seconds`` (bucket upper bounds).
+``archive`` runs the daemon with an ``archive`` target (fsynced JSON Lines under a
+scratch folder) over the same N events: its peak RSS is the buffering bound at work
+(the whole topic is behind when it starts).
+
+``single`` posts one event per request (the target ratio is ``daemon_vs_naive_poster``),
+``batch`` posts arrays of ``--batch-size``; each runs ``--rounds`` naive/daemon pairs and
+reports the median ratio. On a shared machine events/s move with the
+neighbours' load; ``cpu_us_per_event`` (CPU time of the process per event delivered) moves
+much less and says where the cost is. The daemon's rate and CPU are taken between its first
+and last delivery (from its own ``/metrics``), so the group join is not counted. Latency is
+the target round trip from ``lineage_consumer_target_seconds`` (bucket upper bounds).
 """
 
 from __future__ import annotations
@@ -26,9 +35,12 @@ import argparse
 import asyncio
 import json
 import os
+import signal
+import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -85,25 +97,67 @@ def raw_consume(bootstrap: str, count: int) -> dict[str, Any]:
     return {"events_per_s": round(count / elapsed, 1)}
 
 
-async def naive_post(url: str, payloads: list[bytes], batch: int) -> dict[str, Any]:
-    bodies = [
-        b"[" + b",".join(payloads[i : i + batch]) + b"]" if batch > 1 else payloads[i]
-        for i in range(0, len(payloads), batch)
-    ]
-    queue = list(reversed(bodies))
+async def naive_post(bootstrap: str, url: str, count: int, batch: int) -> dict[str, Any]:
+    """Read the topic on a thread, hand bodies to the loop, POST them with CONCURRENCY
+    workers: the least a Kafka → HTTP forwarder has to do."""
+    loop = asyncio.get_running_loop()
+    bodies: asyncio.Queue[bytes | None] = asyncio.Queue()
+
+    def hand_over(chunk: list[bytes | None]) -> None:
+        for body in chunk:
+            bodies.put_nowait(body)
+
+    def read() -> None:
+        consumer = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": "bench-naive", "enable.auto.commit": False}
+        )
+        consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+        seen, events = 0, list[bytes]()
+        while seen < count:
+            while bodies.qsize() > 2000:  # read ahead a little, like the daemon
+                time.sleep(0.005)
+            chunk: list[bytes | None] = []
+            for message in consumer.consume(500, 1.0):
+                if message.error() is None:
+                    seen += 1
+                    events.append(message.value() or b"")
+                    if len(events) == batch or seen == count:
+                        chunk.append(b"[" + b",".join(events) + b"]" if batch > 1 else events[0])
+                        events = []
+            loop.call_soon_threadsafe(hand_over, chunk)
+        consumer.close()
+        ends: list[bytes | None] = [None] * CONCURRENCY
+        loop.call_soon_threadsafe(hand_over, ends)
+
     headers = {"Content-Type": "application/json"}
     async with aiohttp.ClientSession() as session:
 
         async def worker() -> None:
-            while queue:
-                async with session.post(url, data=queue.pop(), headers=headers) as resp:
+            while (body := await bodies.get()) is not None:
+                async with session.post(url, data=body, headers=headers) as resp:
                     await resp.read()
                     resp.raise_for_status()
 
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
         await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
-        elapsed = time.perf_counter() - started
-    return {"events_per_s": round(len(payloads) / elapsed, 1)}
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
+        reader.join()
+    return {
+        "events_per_s": round(count / elapsed, 1),
+        "cpu_us_per_event": round(cpu / count * 1e6, 1),
+    }
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` so far."""
+    return _cpu_seconds_of(Path(f"/proc/{pid}/stat"))
+
+
+def _cpu_seconds_of(stat: Path) -> float:
+    fields = stat.read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _metrics(url: str) -> dict[str, float]:
@@ -129,14 +183,23 @@ def _bucket_percentile(values: dict[str, float], quantile: float) -> float | Non
     return None
 
 
-def run_daemon(
-    work: Path, bootstrap: str, receiver: str, count: int, batch: int, label: str
-) -> dict[str, Any]:
-    log(f"bench: daemon/{label} ...")
-    status = free_port()
+def http_target(receiver: str, batch: int) -> dict[str, Any]:
     target: dict[str, Any] = {"kind": "http", "url": receiver}
     if batch > 1:
         target["batch_events"] = batch
+    return target
+
+
+def run_daemon(
+    work: Path,
+    bootstrap: str,
+    target: dict[str, Any],
+    count: int,
+    label: str,
+    profile: Path | None = None,
+) -> dict[str, Any]:
+    log(f"bench: daemon/{label} ...")
+    status = free_port()
     config = work / f"{label}.yaml"
     config.write_text(
         yaml.safe_dump(
@@ -162,31 +225,117 @@ def run_daemon(
     )
     metrics_url = f"http://127.0.0.1:{status}/metrics"
     delivered = 'lineage_consumer_delivered_total{consumer="bench"}'
+    spy: subprocess.Popen[bytes] | None = None
     try:
         wait_http(metrics_url, process)
-        first: tuple[float, float] | None = None
+        if profile is not None:
+            spy = _record_profile(process.pid, profile / f"daemon-{label}")
+        first: tuple[float, float, float] | None = None
         while True:
             values = _metrics(metrics_url)
             done = values.get(delivered, 0.0)
-            now = time.perf_counter()
+            now, cpu = time.perf_counter(), _cpu_seconds(process.pid)
             if first is None and done > 0:
-                first = (now, done)
+                first, threads = (now, cpu, done), _cpu_by_thread(process.pid)
             if done >= count:
                 break
             if process.poll() is not None:
                 raise RuntimeError("consumer exited early")
-            time.sleep(0.02)
+            # A scrape costs the daemon CPU: often only until the first delivery is seen.
+            time.sleep(0.02 if first is None else 0.25)
         rss = peak_rss_mib(process.pid)
+        threads = {
+            name: seconds - threads.get(name, 0.0)
+            for name, seconds in _cpu_by_thread(process.pid).items()
+        }
     finally:
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)  # py-spy writes its profile on SIGINT
+            spy.wait(timeout=60)
         process.terminate()
         process.wait(timeout=60)
     assert first is not None
-    rate = (count - first[1]) / max(now - first[0], 1e-9)
+    rate = (count - first[2]) / max(now - first[0], 1e-9)
     return {
         "events_per_s": round(rate, 1),
+        "cpu_us_per_event": round((cpu - first[1]) / max(count - first[2], 1) * 1e6, 1),
         "target_p50_ms_le": _bucket_percentile(values, 0.5),
         "target_p99_ms_le": _bucket_percentile(values, 0.99),
         "peak_rss_mib": rss,
+        "cpu_share_by_thread": {
+            name: round(seconds / max(cpu - first[1], 1e-9), 3)
+            for name, seconds in sorted(threads.items(), key=lambda item: -item[1])
+            if seconds > 0
+        },
+    }
+
+
+def _cpu_by_thread(pid: int) -> dict[str, float]:
+    """CPU seconds of each thread of ``pid``, by thread name (librdkafka names its own;
+    Python threads are all called after the interpreter), the main thread as "main"."""
+    out: dict[str, float] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            name = (task / "comm").read_text().strip()
+            seconds = _cpu_seconds_of(task / "stat")
+        except OSError:
+            continue
+        key = "main" if task.name == str(pid) else name
+        out[key] = out.get(key, 0.0) + seconds
+    return out
+
+
+def _record_profile(pid: int, path: Path) -> subprocess.Popen[bytes]:
+    """py-spy on ``pid`` until SIGINT: a flame graph (``.svg``) and collapsed stacks."""
+    spy = REPO / ".venv" / "bin" / "py-spy"
+    command = [str(spy), "record", "--pid", str(pid), "--rate", "100", "--nonblocking"]
+    log(f"bench: py-spy → {path}.txt")
+    # py-spy talks on stdout, which is the bench's JSON.
+    return subprocess.Popen([*command, "--format", "raw", "-o", f"{path}.txt"], stdout=sys.stderr)
+
+
+def compare(
+    work: Path,
+    bootstrap: str,
+    url: str,
+    args: argparse.Namespace,
+    label: str,
+    batch: int,
+    raw: dict[str, Any],
+) -> dict[str, Any]:
+    """``args.rounds`` rounds of naive poster then daemon; the median of each round's
+    ratio (neighbours' load moves both runs of a round alike, rounds apart)."""
+    rounds = []
+    for n in range(args.rounds):
+        log(f"bench: naive_poster/{label} ({n + 1}/{args.rounds}) ...")
+        spy = None
+        if args.py_spy is not None and n == 0:
+            spy = _record_profile(os.getpid(), args.py_spy / f"naive-{label}")
+        try:
+            naive = asyncio.run(naive_post(bootstrap, url, args.events, batch))
+        finally:
+            if spy is not None:
+                spy.send_signal(signal.SIGINT)
+                spy.wait(timeout=60)
+        profile = args.py_spy if n == 0 else None
+        target = http_target(url, batch)
+        daemon = run_daemon(work, bootstrap, target, args.events, f"{label}{n}", profile)
+        rounds.append((naive, daemon))
+
+    def median_ratio(figure: str) -> float:
+        ratios = sorted(d[figure] / n[figure] for n, d in rounds)
+        return round(ratios[len(ratios) // 2], 3)
+
+    return {
+        "naive_poster": [n for n, _ in rounds],
+        "daemon": [d for _, d in rounds],
+        "ratios": {
+            "daemon_vs_naive_poster": median_ratio("events_per_s"),
+            "daemon_vs_naive_poster_cpu_per_event": median_ratio("cpu_us_per_event"),
+            "daemon_vs_raw_consume": round(
+                statistics.median(d["events_per_s"] for _, d in rounds) / raw["events_per_s"], 3
+            ),
+        },
     }
 
 
@@ -194,7 +343,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=20_000)
     parser.add_argument("--batch-size", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=3, help="naive/daemon pairs per mode")
+    parser.add_argument("--py-spy", type=Path, help="record each daemon run into this folder")
     args = parser.parse_args()
+    if args.py_spy is not None:
+        args.py_spy.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="lineage-bench-consumer-"))
     results: dict[str, Any] = {}
     with EmbeddedBroker() as broker:
@@ -210,22 +363,11 @@ def main() -> int:
             log("bench: raw_consume ...")
             raw = raw_consume(bootstrap, args.events)
             for label, batch in (("single", 1), ("batch", args.batch_size)):
-                log(f"bench: naive_poster/{label} ...")
-                naive = asyncio.run(naive_post(url, payloads, batch))
-                daemon = run_daemon(work, bootstrap, url, args.events, batch, label)
-                results[label] = {
-                    "naive_poster": naive,
-                    "daemon": daemon,
-                    "ratios": {
-                        "daemon_vs_naive_poster": round(
-                            daemon["events_per_s"] / naive["events_per_s"], 3
-                        ),
-                        "daemon_vs_raw_consume": round(
-                            daemon["events_per_s"] / raw["events_per_s"], 3
-                        ),
-                    },
-                }
+                results[label] = compare(work, bootstrap, url, args, label, batch, raw)
             results["raw_consume"] = raw
+            # The whole topic behind: what the buffering bound holds the process to.
+            archive = {"kind": "archive", "directory": str(work / "archive")}
+            results["archive"] = run_daemon(work, bootstrap, archive, args.events, "archive")
         finally:
             receiver.terminate()
             receiver.wait(timeout=30)
@@ -237,6 +379,7 @@ def main() -> int:
         "run_keys": RUNS,
         "concurrency": CONCURRENCY,
         "batch_size": args.batch_size,
+        "rounds": args.rounds,
         "cpus": os.cpu_count(),
         "results": results,
     }

@@ -105,8 +105,12 @@ class ConsumerConfig(StrictModel):
     group_id: str | None = None
     # Deliveries in flight at once, across partitions and run keys (order holds per key).
     concurrency: Annotated[int, Field(ge=1)] = 16
-    # Messages fetched but not yet delivered before fetching pauses (until half are done).
+    # Events fetched and waiting for delivery, at most: fetching waits at the bound (and
+    # pauses if it lasts), until half are taken.
     max_buffered: Annotated[int, Field(ge=2)] = 10_000
+    # The same bound in bytes of those events. librdkafka's own read-ahead is capped apart
+    # (8 MiB; group.settings may change it).
+    max_buffered_bytes: Annotated[int, Field(ge=1024)] = 16 * 1024 * 1024
     # How often delivered offsets are committed (also on rebalance and shutdown).
     commit_interval_seconds: Annotated[float, Field(gt=0)] = 1.0
     # SIGTERM waits this long for in-flight deliveries before committing and leaving.

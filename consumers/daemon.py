@@ -4,7 +4,11 @@ Messages arrive from :class:`~consumers.kafka_source.KafkaSource` and are queued
 *lanes*: one per (partition, message key), so events of one run (one key) are delivered
 one after another in offset order while different runs and partitions proceed
 concurrently (at most ``concurrency`` deliveries at once). In batch mode (a target that
-takes JSON arrays) a lane is a whole partition and takes up to ``batch_events`` at once.
+takes JSON arrays) a lane is a stripe of a partition's keys (a key always falls in the
+same stripe) and takes up to ``batch_events`` at once: arrays mix runs, and the stripes of
+all assigned partitions together fill ``concurrency`` (more would only make arrays
+smaller). A partition's stripe count is fixed while it is assigned, so a key never moves
+to another lane.
 
 Each message ends exactly one way — delivered, skipped as a duplicate, or dead-lettered —
 and only then is its offset done. Only a message the target refuses (or that is not a
@@ -22,12 +26,11 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
 from confluent_kafka import Message, TopicPartition
 
 from consumers.config import ConsumerConfig
@@ -36,7 +39,8 @@ from consumers.dedupe import DedupeCache, event_identity
 from consumers.kafka_source import KafkaSource, Partition, consumer_settings
 from consumers.metrics import ConsumerMetrics
 from consumers.offsets import OffsetTracker
-from proxy.destinations.base import DeliveryError
+from consumers.poison import checked_event, parse_event
+from proxy.destinations.base import DeliveryError, reads_event
 from proxy.destinations.config import KafkaConfig, SpoolConfig, producer_settings
 from proxy.destinations.kafka import KafkaProducer
 from proxy.destinations.kafka_client_logs import failure_reason
@@ -51,7 +55,8 @@ log = logging.getLogger(__name__)
 # How long closing waits for a republishing producer's queued messages.
 _CLOSE_FLUSH_SECONDS = 10.0
 
-LaneKey = tuple[str, int, bytes | None]
+# (topic, partition, message key) — or, in batch mode, (topic, partition, stripe of keys).
+LaneKey = tuple[str, int, bytes | int | None]
 
 
 @dataclass
@@ -119,15 +124,21 @@ class ConsumerDaemon:
             self.topics,
             handler=self,
             max_buffered=config.max_buffered,
+            max_buffered_bytes=config.max_buffered_bytes,
             # revoke cancels deliveries still running after shutdown_timeout_seconds;
             # the margin lets them unwind before the thread stops waiting.
             revoke_timeout=config.shutdown_timeout_seconds + 5,
         )
+        self._reads_event = True
         self._slots = asyncio.Semaphore(config.concurrency)
         self._lanes: dict[LaneKey, _Lane] = {}
         self._trackers: dict[Partition, OffsetTracker] = {}
+        self._stripes: dict[Partition, int] = {}  # batch mode: lanes per partition
         self._highs: dict[Partition, int] = {}
-        self._buffered = 0
+        # Messages (and value bytes) the source handed over that the lanes no longer hold:
+        # the source's side of the buffering bound (see consumers/kafka_source.py).
+        self.released_messages = 0
+        self.released_bytes = 0
         self._stopping = False
         self._unassigned_since: float | None = time.monotonic()
 
@@ -161,6 +172,9 @@ class ConsumerDaemon:
             # A consumer's target always has a retry policy (ConsumerConfig sets it).
             assert isinstance(destination, RetryingDestination)
             self.destination = destination
+            # Dedupe needs the event's identity; else only a destination that reads the
+            # event needs the message parsed into a dict.
+            self._reads_event = self.dedupe is not None or reads_event(destination)
 
     def _opened(self) -> RetryingDestination:
         assert self.destination is not None, "open_destination() first"
@@ -216,27 +230,38 @@ class ConsumerDaemon:
 
     # ---- messages in (the source's SourceHandler) ----
 
-    @property
-    def buffered(self) -> int:
-        return self._buffered
+    def _release(self, messages: Iterable[Message]) -> None:
+        count = size = 0
+        for message in messages:
+            count += 1
+            size += len(message)
+        self.released_messages += count
+        self.released_bytes += size
 
     def receive(self, messages: list[Message]) -> None:
         for message in messages:
             partition = (message.topic() or "", message.partition() or 0)
             tracker = self._trackers.get(partition)
             if tracker is None or self._stopping:
+                self._release((message,))
                 continue  # revoked meanwhile: its next owner reads it again
             tracker.add(message.offset() or 0)
-            lane_key = (*partition, None if self._batch > 1 else message.key())
+            key = message.key()
+            lane_key = (
+                *partition,
+                key if self._batch == 1 else hash(key) % self._stripes[partition],
+            )
             lane = self._lanes.setdefault(lane_key, _Lane())
             lane.queue.append(message)
-            self._buffered += 1
             if lane.task is None:
                 lane.task = asyncio.create_task(self._drain(lane_key, lane))
 
     def assigned(self, partitions: list[Partition]) -> None:
         for partition in partitions:
             self._trackers[partition] = OffsetTracker()
+        share = -(-self.config.concurrency // max(1, len(self._trackers)))  # rounded up
+        for partition in partitions:
+            self._stripes.setdefault(partition, share)  # never changed under queued events
         if self._trackers:
             self._unassigned_since = None
 
@@ -249,6 +274,7 @@ class ConsumerDaemon:
         offsets = []
         for partition in partitions:
             tracker = self._trackers.pop(partition, None)
+            self._stripes.pop(partition, None)
             if tracker is not None and (offset := tracker.to_commit()) is not None:
                 offsets.append(TopicPartition(*partition, offset))
             self.metrics.forget_partition(*partition)
@@ -261,6 +287,7 @@ class ConsumerDaemon:
                 self._drop_queued(lane)
         for partition in partitions:
             self._trackers.pop(partition, None)
+            self._stripes.pop(partition, None)
             self.metrics.forget_partition(*partition)
         self._note_if_unassigned()
 
@@ -280,7 +307,7 @@ class ConsumerDaemon:
         await asyncio.gather(*late, return_exceptions=True)
 
     def _drop_queued(self, lane: _Lane) -> None:
-        self._buffered -= len(lane.queue)
+        self._release(lane.queue)
         lane.queue.clear()
 
     # ---- delivery ----
@@ -290,7 +317,7 @@ class ConsumerDaemon:
             while lane.queue:
                 async with self._slots:
                     batch = [lane.queue.popleft() for _ in range(min(self._batch, len(lane.queue)))]
-                    self._buffered -= len(batch)
+                    self._release(batch)
                     await self._handle(batch)
         finally:
             lane.task = None
@@ -300,7 +327,8 @@ class ConsumerDaemon:
     async def _handle(self, messages: list[Message]) -> None:
         ready: list[tuple[Message, dict[str, Any]]] = []
         for message in messages:
-            event = _parse(message)
+            value = message.value() or b""
+            event = parse_event(value) if self._reads_event else checked_event(value)
             if event is None:
                 await self._dead_letter(message, "poison: not a JSON object", None, "poison")
             elif self.dedupe is not None and self.dedupe.seen(event_identity(event)):
@@ -426,6 +454,7 @@ class ConsumerDaemon:
             "circuit": self.breaker.state.value,
             "assigned": sorted(f"{t}[{p}]" for t, p in self._trackers),
             "lag": {f"{t}[{p}]": lag for (t, p), lag in self._lags().items()},
+            "buffered": dict(zip(("events", "bytes"), self.source.buffered(), strict=True)),
         }
 
     def _problems(self) -> list[str]:
@@ -450,11 +479,3 @@ class ConsumerDaemon:
                 f"deliveries wait, next probe in {self.breaker.seconds_to_probe():.1f} s"
             )
         return problems
-
-
-def _parse(message: Message) -> dict[str, Any] | None:
-    try:
-        event = orjson.loads(message.value() or b"")
-    except orjson.JSONDecodeError:
-        return None
-    return event if isinstance(event, dict) else None

@@ -7,9 +7,16 @@ requested from the loop through a queue and answered with a future.
 
 Rebalances: when partitions are revoked (or the consumer closes), the callback runs on
 this thread, asks the loop to finish the in-flight deliveries of those partitions, and
-commits what they completed before the partitions move to another member. When the loop
-has too many undelivered messages, fetching pauses (the consumer keeps polling, so it
-stays in the group).
+commits what they completed before the partitions move to another member.
+
+Memory is bounded at both ends of the hand-over. librdkafka's own prefetch is capped by
+:data:`PREFETCH_SETTINGS` (its defaults would queue up to 64 MiB plus a 50 MiB fetch).
+On our side, the messages handed to the loop and not yet taken for delivery (or dropped)
+are counted here (handed, on this thread) minus there (released, on the loop): each
+counter has one writer, so no lock. A poll asks for no more messages than the room left
+under ``max_buffered`` and ``max_buffered_bytes``; when either is reached fetching waits,
+and if the loop stays full for a second the partitions pause (the consumer keeps polling,
+so it stays in the group) until the loop is down to half.
 """
 
 from __future__ import annotations
@@ -30,20 +37,48 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 from proxy.destinations.config import connection_settings, resolve_env_settings
 from proxy.destinations.kafka_client_logs import cluster_log, kafka_client_config
 
-__all__ = ["KafkaSource", "SourceHandler", "consumer_settings"]
+__all__ = ["PREFETCH_SETTINGS", "KafkaSource", "SourceHandler", "consumer_settings"]
 
 log = logging.getLogger(__name__)
 
 Partition = tuple[str, int]
 
+# librdkafka's prefetch for our consumers (``group.settings`` may override them): at most
+# 8 MiB queued ahead per consumer, fetched 8 MiB at a time, and no more than 2,000
+# messages per partition — instead of 64 MiB + 50 MiB and 100,000 per partition. Once its
+# queue was full (while the loop is full, this thread stops taking messages), librdkafka
+# waits fetch.queue.backoff.ms before fetching again: 1 s by default, which left the loop
+# with nothing to deliver for half a second at a time; 20 ms instead.
+PREFETCH_SETTINGS: dict[str, int] = {
+    "queued.max.messages.kbytes": 8 * 1024,
+    "queued.min.messages": 2_000,
+    "fetch.max.bytes": 8 * 1024 * 1024,
+    "fetch.queue.backoff.ms": 20,
+}
+# How long fetching waits with the loop full before pausing the partitions (a pause throws
+# librdkafka's read-ahead away; fetching it again takes a few hundred ms), and how often it
+# looks for room meanwhile. Rebalance callbacks wait at most this long.
+_PAUSE_AFTER = 1.0
+_FULL_WAIT = 0.005
+# Assumed size of a message before any was seen, to size the first poll under the byte
+# bound: Kafka's default largest message.
+_FIRST_SIZE_GUESS = 1024 * 1024
+
 
 class SourceHandler(Protocol):
     """What the source reports to (the daemon). Every method runs on the event loop,
-    except :attr:`buffered`, which the consumer thread reads (one int, read atomically)."""
+    except the ``released_*`` counters, which the consumer thread reads (ints, read
+    atomically)."""
 
     @property
-    def buffered(self) -> int:
-        """Messages handed over and not yet finished: fetching pauses above the limit."""
+    def released_messages(self) -> int:
+        """Messages handed over that the handler no longer holds in its queues (taken for
+        delivery, or dropped): with :attr:`released_bytes`, what the bound counts."""
+        ...
+
+    @property
+    def released_bytes(self) -> int:
+        """The value bytes of :attr:`released_messages`."""
         ...
 
     def receive(self, messages: list[Message]) -> None: ...
@@ -81,6 +116,7 @@ def consumer_settings(
         "heartbeat.interval.ms": heartbeat_interval_ms,
         "max.poll.interval.ms": max_poll_interval_ms,
         "auto.offset.reset": auto_offset_reset,
+        **PREFETCH_SETTINGS,
         # A topic subscribed to before it exists (the in-process consumer starts before the
         # proxy creates its topic) is only seen at the next metadata refresh: librdkafka's
         # default of 5 minutes would hold the quick start's first events that long.
@@ -100,6 +136,7 @@ class KafkaSource:
         *,
         handler: SourceHandler,
         max_buffered: int,
+        max_buffered_bytes: int,
         revoke_timeout: float,
         poll_batch: int = 500,
     ) -> None:
@@ -107,6 +144,12 @@ class KafkaSource:
         self.topics = topics
         self._handler = handler
         self._max_buffered = max_buffered
+        self._max_buffered_bytes = max_buffered_bytes
+        # Written on the consumer thread only (the handler writes the released side).
+        self._handed = 0
+        self._handed_bytes = 0
+        self._largest = 0  # largest message value seen, to size polls under the byte bound
+        self.peak_buffered = (0, 0)  # highest (messages, bytes) held right after a hand-over
         self._revoke_timeout = revoke_timeout
         self._poll_batch = poll_batch
         self._commands: queue.Queue[_CommitRequest] = queue.Queue()
@@ -147,6 +190,14 @@ class KafkaSource:
         )
         self._thread.start()
 
+    def buffered(self) -> tuple[int, int]:
+        """Messages (and their bytes) handed to the loop that it still holds in its queues,
+        including those on their way to it. Callable from any thread."""
+        return (
+            self._handed - self._handler.released_messages,
+            self._handed_bytes - self._handler.released_bytes,
+        )
+
     def stop_fetching(self) -> None:
         """Fetch no more messages (commits and rebalances are still served)."""
         self._fetching.clear()
@@ -177,21 +228,34 @@ class KafkaSource:
             )
             next_watermarks = 0.0
             paused = False
+            full_since: float | None = None
             while not self._stopping.is_set():
                 self._serve_commits(consumer)
-                # Hysteresis: pause when the loop holds max_buffered, resume at half, so
-                # the prefetch (which a pause throws away) is not lost on every poll.
-                limit = self._max_buffered // 2 if paused else self._max_buffered
-                hold = not self._fetching.is_set() or self._handler.buffered >= limit
+                room = self._room(paused)
+                now = time.monotonic()
+                full_since = (full_since or now) if room == 0 else None
+                # Full for a moment (the loop frees room within milliseconds), fetching
+                # just waits: librdkafka keeps its bounded read-ahead. Full for longer (a
+                # slow or down target), the partitions pause — the consumer keeps polling
+                # (rebalances) but fetches nothing — until the loop is down to half.
+                hold = not self._fetching.is_set() or (
+                    full_since is not None and (paused or now - full_since >= _PAUSE_AFTER)
+                )
                 if hold != paused:
-                    # Paused, the consumer keeps polling (heartbeats, rebalances) but
-                    # fetches nothing.
                     (consumer.pause if hold else consumer.resume)(consumer.assignment())
                     paused = hold
-                messages = consumer.consume(self._poll_batch, 0.1)
+                if room == 0 and not paused:
+                    time.sleep(_FULL_WAIT)
+                    continue
+                # What librdkafka has queued, without waiting; when nothing is, wait for
+                # the first message only (a batch with a timeout would wait the whole
+                # timeout for a batch that is not full, with deliveries starved meanwhile).
+                messages = consumer.consume(room, 0) if room else []
+                if not messages:
+                    messages = consumer.consume(1, 0.1)
                 good = [m for m in messages if not self._is_error(m)]
                 if good:
-                    self._loop.call_soon_threadsafe(self._handler.receive, good)
+                    self._hand_over(good)
                 if time.monotonic() >= next_watermarks:
                     next_watermarks = time.monotonic() + 2.0
                     self._report_watermarks(consumer)
@@ -208,6 +272,41 @@ class KafkaSource:
                 consumer.close()
             self._fail_pending_commits()
             self._loop.call_soon_threadsafe(_resolve, self._stopped, None)
+
+    def _room(self, paused: bool) -> int:
+        """How many messages the next poll may take: what fits under ``max_buffered`` and
+        ``max_buffered_bytes`` (sized by the largest message seen), none when nothing fits.
+        Once paused, none until the loop is down to half of both, so that the prefetch a
+        pause throws away is not thrown away on every poll."""
+        messages, size = self.buffered()
+        if paused:
+            messages, size = messages * 2, size * 2
+        room = min(
+            self._poll_batch,
+            self._max_buffered - messages,
+            (self._max_buffered_bytes - size) // (self._largest or _FIRST_SIZE_GUESS),
+        )
+        if room <= 0 and messages == 0:
+            return 1  # one message larger than the byte bound still goes, alone
+        return max(room, 0)
+
+    def _hand_over(self, messages: list[Message]) -> None:
+        assert self._loop is not None
+        size = 0
+        for message in messages:
+            length = len(message)
+            size += length
+            if length > self._largest:
+                self._largest = length
+        self._handed += len(messages)
+        self._handed_bytes += size
+        held = self.buffered()
+        if held[1] > self.peak_buffered[1] or held[0] > self.peak_buffered[0]:
+            self.peak_buffered = (
+                max(held[0], self.peak_buffered[0]),
+                max(held[1], self.peak_buffered[1]),
+            )
+        self._loop.call_soon_threadsafe(self._handler.receive, messages)
 
     def _is_error(self, message: Message) -> bool:
         err = message.error()

@@ -5,7 +5,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-__all__ = ["DeliveryError", "Destination", "TooLarge", "deliver_each", "payload_limit"]
+__all__ = [
+    "DeliveryError",
+    "Destination",
+    "TooLarge",
+    "deliver_each",
+    "payload_limit",
+    "reads_event",
+]
 
 T = TypeVar("T")
 
@@ -68,6 +75,15 @@ async def deliver_each(
         if isinstance(result, BaseException) and not isinstance(result, DeliveryError):
             raise result
     return results  # type: ignore[return-value]  # only T and DeliveryError are left
+
+
+def reads_event(destination: Destination) -> bool:
+    """Whether ``destination`` uses the event dict its ``deliver`` is given, or only the
+    payload bytes (HTTP sends them as they are; ``reads_event = False`` says so). A caller
+    holding only bytes (a consumer) then need not build the dict.
+
+    An optional attribute rather than part of the protocol: most kinds read the event."""
+    return getattr(destination, "reads_event", True) is not False
 
 
 @runtime_checkable

@@ -25,7 +25,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from proxy.destinations.base import DeliveryError, Destination, payload_limit
+from proxy.destinations.base import DeliveryError, Destination, payload_limit, reads_event
 from proxy.destinations.retry_config import BreakerConfig, RetryConfig
 
 __all__ = [
@@ -186,7 +186,12 @@ async def deliver_with_retries(
     """
     counted = 0
     while True:
-        probe = await breaker.wait_turn() if breaker is not None else False
+        # A closed circuit (nearly always) lets the attempt go at once: no coroutine.
+        probe = (
+            await breaker.wait_turn()
+            if breaker is not None and breaker.state is not CircuitState.CLOSED
+            else False
+        )
         try:
             result = await attempt()
         except DeliveryError as exc:
@@ -234,6 +239,7 @@ class RetryingDestination:
         self.inner = inner
         self.name = inner.name
         self.durable = inner.durable
+        self.reads_event = reads_event(inner)
         self.config = config
         self.breaker = breaker
         self.on_retry = on_retry

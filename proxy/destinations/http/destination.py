@@ -63,6 +63,8 @@ class HttpDestination:
     """POST events to ``target.endpoint()``; one at a time, or as a JSON array."""
 
     durable = False
+    # The payload is sent as it is; the event dict is never looked at.
+    reads_event = False
 
     def __init__(self, name: str, target: HttpTarget) -> None:
         self.name = name
