@@ -3,7 +3,8 @@
 Both workers take requests, one scrape of /metrics shows both (label ``worker``), SIGHUP
 reaches both, SIGTERM to the supervisor drains both and exits 0 — and, the invariant,
 every acknowledged event is in Kafka and the archive. A SIGKILLed worker is replaced and
-its spool drained by its successor."""
+its spool drained by its successor. The in-process consumer runs in the supervisor and
+its metrics show in the same scrape (label `worker="supervisor"`)."""
 
 from __future__ import annotations
 
@@ -258,6 +259,13 @@ def test_workers_that_cannot_start_stop_the_supervisor_with_their_exit_code(brok
     assert "died" not in log  # not restarted: it would fail the same way again
 
 
+def consumer_delivered(url: str) -> float:
+    """The archive consumer's delivered count in one scrape, from the supervisor's series."""
+    found = samples(url, "lineage_consumer_delivered_total")
+    assert all(labels["worker"] == "supervisor" for labels, _ in found), found
+    return by_worker(found, consumer="archive").get("supervisor", 0.0)
+
+
 def _children(pid: int) -> list[str]:
     """Command lines of ``pid``'s child processes."""
     found = []
@@ -285,6 +293,10 @@ async def test_two_workers_share_one_embedded_broker_and_one_archive_consumer(tm
         deadline = time.monotonic() + 60
         while set(archive_run_ids(consumed)) != set(load.acknowledged):
             assert time.monotonic() < deadline, (len(archive_run_ids(consumed)), process.log())
+            await asyncio.sleep(0.5)
+        # The consumer runs in the supervisor; a scrape through the port shows its figures.
+        while (delivered := await asyncio.to_thread(consumer_delivered, url)) < load.sent:
+            assert time.monotonic() < deadline, (delivered, process.log())
             await asyncio.sleep(0.5)
         process.send_signal(signal.SIGTERM)
         exit_code = await asyncio.to_thread(process.wait, 60)
