@@ -39,7 +39,7 @@ from prometheus_client.registry import Collector
 
 from proxy.metrics import ProxyMetrics
 
-__all__ = ["SUPERVISOR", "SiblingAnswer", "Siblings", "WorkerSlot", "serving_registry"]
+__all__ = ["SUPERVISOR", "Handler", "SiblingAnswer", "Siblings", "WorkerSlot", "serving_registry"]
 
 # A sibling that cannot answer this fast is reported down rather than stalling the reader.
 _SIBLING_TIMEOUT_SECONDS = 2.0
@@ -143,12 +143,19 @@ class Siblings:
         own = SiblingAnswer(self.slot.index, str(os.getpid()), self._metrics.exposition())
         others = await self.ask_all("/metrics")
         parts = [(str(a.worker), a.pid, a.body) for a in sorted([own, *others], key=_worker)]
-        # Its socket exists while its consumers run.
-        if self.slot.supervisor_socket.exists():
-            parts.append((SUPERVISOR, *await _fetch(self._supervisor, "GET", "/metrics")))
+        supervisor = await self.ask_supervisor("/metrics")
+        if supervisor is not None:
+            parts.append((SUPERVISOR, *supervisor))
         registry = CollectorRegistry()
         registry.register(_Merged(parts))
         return generate_latest(registry)
+
+    async def ask_supervisor(self, path: str) -> tuple[str, bytes | None] | None:
+        """(pid, body or None if it did not answer) of the supervisor's ``path``; None
+        when it serves nothing (no in-process consumers run: its socket is absent)."""
+        if not self.slot.supervisor_socket.exists():
+            return None
+        return await _fetch(self._supervisor, "GET", path)
 
     async def _own_metrics(self, request: web.Request) -> web.Response:
         return web.Response(body=self._metrics.exposition())
@@ -178,15 +185,19 @@ async def _fetch(
 
 
 @contextlib.asynccontextmanager
-async def serving_registry(registry: CollectorRegistry, path: Path) -> AsyncIterator[None]:
-    """The supervisor's side: ``GET /metrics`` of ``registry`` (its consumer daemons') on
-    the Unix socket ``path``, for the worker that answers a scrape."""
+async def serving_registry(
+    registry: CollectorRegistry, path: Path, routes: dict[str, Handler] | None = None
+) -> AsyncIterator[None]:
+    """The supervisor's side: ``GET /metrics`` of ``registry`` (its consumer daemons'),
+    and ``GET`` of each of ``routes``, on the Unix socket ``path`` for the workers."""
 
     async def metrics(request: web.Request) -> web.Response:
         return web.Response(body=generate_latest(registry))
 
     app = web.Application()
     app.router.add_get("/metrics", metrics)
+    for route, handler in (routes or {}).items():
+        app.router.add_get(route, handler)
     app.on_response_prepare.append(_with_pid)
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()

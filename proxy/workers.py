@@ -10,7 +10,8 @@ any worker starts, so a busy port fails at once with exit 2, port 0 becomes one 
 all, and no other program can take it while a worker restarts), the embedded broker
 (started by :func:`proxy.serve.run_server` before this), and the consumer daemons of
 ``server.run_consumers`` (their metrics served to the workers on the supervisor's private
-socket, so the proxy's /metrics shows them: :mod:`proxy.worker_metrics`).
+socket, so the proxy's /metrics and status page show them: :mod:`proxy.worker_metrics`,
+:mod:`proxy.status.supervisor`).
 
 Signals: SIGTERM or SIGINT → every worker drains as a single proxy does (in-flight
 requests answered, Kafka flushed) and exits; then the consumers stop; exit 0 when every
@@ -43,6 +44,7 @@ from pathlib import Path
 from proxy.config import ConfigError, ProxyConfig
 from proxy.logs import setup_logging
 from proxy.serve import CannotListen, serve_until_signalled
+from proxy.status.supervisor import supervisor_status
 from proxy.worker_metrics import WorkerSlot, serving_registry
 
 __all__ = ["supervise"]
@@ -94,8 +96,9 @@ async def supervise(config: ProxyConfig, count: int) -> int:
                 await running.enter_async_context(
                     running_daemons(config.consumers, config.kafka, server.run_consumers, registry)
                 )
+                status = await running.enter_async_context(supervisor_status(registry))
                 await running.enter_async_context(
-                    serving_registry(registry, pool.supervisor_socket)
+                    serving_registry(registry, pool.supervisor_socket, {"/status": status})
                 )
             log.info(
                 "lineage-proxy: %d workers on %s://%s:%d (Kafka %s, topic %s)",

@@ -266,6 +266,10 @@ def consumer_delivered(url: str) -> float:
     return by_worker(found, consumer="archive").get("supervisor", 0.0)
 
 
+def status_of(url: str) -> dict:
+    return requests.get(f"{url}/api/v1/status", timeout=10).json()
+
+
 def _children(pid: int) -> list[str]:
     """Command lines of ``pid``'s child processes."""
     found = []
@@ -298,12 +302,19 @@ async def test_two_workers_share_one_embedded_broker_and_one_archive_consumer(tm
         while (delivered := await asyncio.to_thread(consumer_delivered, url)) < load.sent:
             assert time.monotonic() < deadline, (delivered, process.log())
             await asyncio.sleep(0.5)
+        # ... and so does the status page, for the whole proxy (two workers listed).
+        while not (status := await asyncio.to_thread(status_of, url))["consumers"]:
+            assert time.monotonic() < deadline, (status, process.log())
+            await asyncio.sleep(0.5)
         process.send_signal(signal.SIGTERM)
         exit_code = await asyncio.to_thread(process.wait, 60)
     finally:
         if process.poll() is None:
             process.kill()
     log = process.log()
+    assert [c["name"] for c in status["consumers"]] == ["archive"], status
+    assert status["consumers"][0]["circuit_open"] is False, status
+    assert sorted(w["worker"] for w in status["workers"]) == [0, 1], status
     figures = report(
         "two_workers_embedded_broker_archive_consumer",
         sent=load.sent,
