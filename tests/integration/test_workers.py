@@ -78,13 +78,15 @@ def two_workers(bootstrap: str, topic: str, archive: Path) -> tuple[ServeProcess
 
 def wait_until_both_listen(url: str, process: ServeProcess) -> None:
     """Until both workers listen: one that is ready early would take every connection."""
-    wait_for(
-        lambda: all(
-            f"[worker-{i}] proxy.serve: lineage-proxy listening" in process.log() for i in (0, 1)
-        ),
-        60,
-        process,
-    )
+
+    def listening(i: int) -> bool:  # in the text log format or the JSON one
+        return any(
+            "lineage-proxy listening" in line
+            and (f"[worker-{i}]" in line or f'"process":"worker-{i}"' in line)
+            for line in process.log().splitlines()
+        )
+
+    wait_for(lambda: listening(0) and listening(1), 60, process)
 
 
 def wait_for(condition, seconds: float, process: ServeProcess) -> None:
@@ -289,6 +291,7 @@ async def test_two_workers_share_one_embedded_broker_and_one_archive_consumer(tm
         "2",
         routing__archive_root=str(tmp_path / "archive"),
         consumers__archive__target__directory=str(consumed),
+        logging__json_format="true",
     )
     try:
         await asyncio.to_thread(wait_until_both_listen, url, process)
@@ -312,6 +315,8 @@ async def test_two_workers_share_one_embedded_broker_and_one_archive_consumer(tm
         if process.poll() is None:
             process.kill()
     log = process.log()
+    # Every stderr line is JSON: the supervisor's, the workers', librdkafka's, Tansu's.
+    assert all(orjson.loads(line) for line in log.splitlines()), log
     assert [c["name"] for c in status["consumers"]] == ["archive"], status
     assert status["consumers"][0]["circuit_open"] is False, status
     assert sorted(w["worker"] for w in status["workers"]) == [0, 1], status
