@@ -13,13 +13,20 @@ for theirs and answers with all of them, each series labelled ``worker="i"``: on
 shows every worker, and the totals are ``sum without (worker) (...)``.
 ``lineage_proxy_worker_up{worker, pid}`` says which workers answered (0: restarting, or
 too busy to answer within the timeout).
+
+The supervisor runs the in-process consumer daemons (``server.run_consumers``); it serves
+their registry on its own socket there (:func:`serving_registry`), and the scrape adds
+its series labelled ``worker="supervisor"`` (with its ``lineage_proxy_worker_up`` line).
+Only the supervisor has ``lineage_consumer_*`` series, so they stay unique and the sums
+above stay right.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,11 +39,13 @@ from prometheus_client.registry import Collector
 
 from proxy.metrics import ProxyMetrics
 
-__all__ = ["SiblingAnswer", "Siblings", "WorkerSlot"]
+__all__ = ["SUPERVISOR", "Handler", "SiblingAnswer", "Siblings", "WorkerSlot", "serving_registry"]
 
 # A sibling that cannot answer this fast is reported down rather than stalling the reader.
 _SIBLING_TIMEOUT_SECONDS = 2.0
 _PID_HEADER = "X-Worker-Pid"
+# The ``worker`` label of the supervisor's series.
+SUPERVISOR = "supervisor"
 
 
 @dataclass(frozen=True)
@@ -49,6 +58,11 @@ class WorkerSlot:
 
     def socket(self, index: int) -> Path:
         return self.runtime_dir / f"worker-{index}.sock"
+
+    @property
+    def supervisor_socket(self) -> Path:
+        """Where the supervisor serves its consumers' metrics, while they run."""
+        return self.runtime_dir / f"{SUPERVISOR}.sock"
 
 
 @dataclass(frozen=True)
@@ -77,6 +91,7 @@ class Siblings:
         self._own.router.add_get("/metrics", self._own_metrics)
         self._runner: web.AppRunner | None = None
         self._sessions: dict[int, aiohttp.ClientSession] = {}
+        self._supervisor: aiohttp.ClientSession | None = None
 
     @property
     def others(self) -> list[int]:
@@ -103,10 +118,15 @@ class Siblings:
             )
             for index in self.others
         }
+        self._supervisor = aiohttp.ClientSession(
+            connector=aiohttp.UnixConnector(path=str(self.slot.supervisor_socket)),
+            timeout=timeout,
+        )
 
     async def close(self) -> None:
-        for session in self._sessions.values():
-            await session.close()
+        for session in [*self._sessions.values(), self._supervisor]:
+            if session is not None:
+                await session.close()
         if self._runner is not None:
             await self._runner.cleanup()
 
@@ -122,9 +142,20 @@ class Siblings:
         """Every worker's metrics, labelled by worker, in one Prometheus text document."""
         own = SiblingAnswer(self.slot.index, str(os.getpid()), self._metrics.exposition())
         others = await self.ask_all("/metrics")
+        parts = [(str(a.worker), a.pid, a.body) for a in sorted([own, *others], key=_worker)]
+        supervisor = await self.ask_supervisor("/metrics")
+        if supervisor is not None:
+            parts.append((SUPERVISOR, *supervisor))
         registry = CollectorRegistry()
-        registry.register(_Merged(sorted([own, *others], key=lambda a: a.worker)))
+        registry.register(_Merged(parts))
         return generate_latest(registry)
+
+    async def ask_supervisor(self, path: str) -> tuple[str, bytes | None] | None:
+        """(pid, body or None if it did not answer) of the supervisor's ``path``; None
+        when it serves nothing (no in-process consumers run: its socket is absent)."""
+        if not self.slot.supervisor_socket.exists():
+            return None
+        return await _fetch(self._supervisor, "GET", path)
 
     async def _own_metrics(self, request: web.Request) -> web.Response:
         return web.Response(body=self._metrics.exposition())
@@ -132,17 +163,50 @@ class Siblings:
     async def _ask(
         self, index: int, method: str, path: str, body: bytes | None = None
     ) -> SiblingAnswer:
-        session = self._sessions.get(index)
-        if session is None or session.closed:
-            return SiblingAnswer(index, "", None)
-        try:
-            async with session.request(method, f"http://worker{path}", data=body) as response:
-                response.raise_for_status()
-                return SiblingAnswer(
-                    index, response.headers.get(_PID_HEADER, ""), await response.read()
-                )
-        except (aiohttp.ClientError, TimeoutError):
-            return SiblingAnswer(index, "", None)
+        return SiblingAnswer(index, *await _fetch(self._sessions.get(index), method, path, body))
+
+
+def _worker(answer: SiblingAnswer) -> int:
+    return answer.worker
+
+
+async def _fetch(
+    session: aiohttp.ClientSession | None, method: str, path: str, body: bytes | None = None
+) -> tuple[str, bytes | None]:
+    """(pid, body) of the answer on ``session``'s socket; body None when it did not answer."""
+    if session is None or session.closed:
+        return "", None
+    try:
+        async with session.request(method, f"http://worker{path}", data=body) as response:
+            response.raise_for_status()
+            return response.headers.get(_PID_HEADER, ""), await response.read()
+    except (aiohttp.ClientError, TimeoutError):
+        return "", None
+
+
+@contextlib.asynccontextmanager
+async def serving_registry(
+    registry: CollectorRegistry, path: Path, routes: dict[str, Handler] | None = None
+) -> AsyncIterator[None]:
+    """The supervisor's side: ``GET /metrics`` of ``registry`` (its consumer daemons'),
+    and ``GET`` of each of ``routes``, on the Unix socket ``path`` for the workers."""
+
+    async def metrics(request: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(registry))
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    for route, handler in (routes or {}).items():
+        app.router.add_get(route, handler)
+    app.on_response_prepare.append(_with_pid)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    try:
+        await web.UnixSite(runner, str(path)).start()
+        yield
+    finally:
+        await runner.cleanup()
+        await asyncio.to_thread(path.unlink, True)  # the workers look for it
 
 
 async def _with_pid(request: web.Request, response: web.StreamResponse) -> None:
@@ -152,7 +216,8 @@ async def _with_pid(request: web.Request, response: web.StreamResponse) -> None:
 class _Merged(Collector):
     """Workers' parsed expositions as one set of families, each sample labelled."""
 
-    def __init__(self, answers: Iterable[SiblingAnswer]) -> None:
+    def __init__(self, answers: Iterable[tuple[str, str, bytes | None]]) -> None:
+        """``answers``: (worker label, pid, exposition or None when it did not answer)."""
         self._answers = list(answers)
 
     def collect(self) -> Iterator[Metric]:
@@ -162,10 +227,9 @@ class _Merged(Collector):
             labels=["worker", "pid"],
         )
         families: dict[str, Metric] = {}
-        for answer in self._answers:
-            worker = str(answer.worker)
-            up.add_metric([worker, answer.pid], 0 if answer.body is None else 1)
-            text = "" if answer.body is None else answer.body.decode()
+        for worker, pid, body in self._answers:
+            up.add_metric([worker, pid], 0 if body is None else 1)
+            text = "" if body is None else body.decode()
             for family in text_string_to_metric_families(text):
                 merged = families.setdefault(
                     family.name, Metric(family.name, family.documentation, family.type)

@@ -9,7 +9,9 @@ The supervisor holds what must exist once: the port (bound with ``SO_REUSEPORT``
 any worker starts, so a busy port fails at once with exit 2, port 0 becomes one port for
 all, and no other program can take it while a worker restarts), the embedded broker
 (started by :func:`proxy.serve.run_server` before this), and the consumer daemons of
-``server.run_consumers``.
+``server.run_consumers`` (their metrics served to the workers on the supervisor's private
+socket, so the proxy's /metrics and status page show them: :mod:`proxy.worker_metrics`,
+:mod:`proxy.status.supervisor`).
 
 Signals: SIGTERM or SIGINT → every worker drains as a single proxy does (in-flight
 requests answered, Kafka flushed) and exits; then the consumers stop; exit 0 when every
@@ -42,7 +44,8 @@ from pathlib import Path
 from proxy.config import ConfigError, ProxyConfig
 from proxy.logs import setup_logging
 from proxy.serve import CannotListen, run_on_event_loop, serve_until_signalled
-from proxy.worker_metrics import WorkerSlot
+from proxy.status.supervisor import supervisor_status
+from proxy.worker_metrics import WorkerSlot, serving_registry
 
 __all__ = ["supervise"]
 
@@ -67,7 +70,8 @@ async def supervise(config: ProxyConfig, count: int) -> int:
     config = config.model_copy(
         update={"server": server.model_copy(update={"port": port, "workers": count})}
     )
-    pool = _Pool(config, count)
+    runtime = tempfile.TemporaryDirectory(prefix="lineage-proxy-workers-")
+    pool = _Pool(config, count, Path(runtime.name))
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, pool.stop.set)
@@ -84,10 +88,17 @@ async def supervise(config: ProxyConfig, count: int) -> int:
             # Exits run in reverse: the workers stop first (awaited below), then the
             # consumers deliver what is left.
             if server.run_consumers and not workers.done():
+                from prometheus_client import CollectorRegistry
+
                 from consumers.run import running_daemons
 
+                registry = CollectorRegistry()
                 await running.enter_async_context(
-                    running_daemons(config.consumers, config.kafka, server.run_consumers)
+                    running_daemons(config.consumers, config.kafka, server.run_consumers, registry)
+                )
+                status = await running.enter_async_context(supervisor_status(registry))
+                await running.enter_async_context(
+                    serving_registry(registry, pool.supervisor_socket, {"/status": status})
                 )
             log.info(
                 "lineage-proxy: %d workers on %s://%s:%d (Kafka %s, topic %s)",
@@ -102,6 +113,7 @@ async def supervise(config: ProxyConfig, count: int) -> int:
     finally:
         for sock in reserved:
             sock.close()
+        runtime.cleanup()
 
 
 def _reserve_port(host: str, port: int) -> list[socket.socket]:
@@ -140,9 +152,11 @@ class _Worker:
 class _Pool:
     """The workers' slots: each started, watched, restarted or stopped."""
 
-    def __init__(self, config: ProxyConfig, count: int) -> None:
+    def __init__(self, config: ProxyConfig, count: int, runtime: Path) -> None:
         self._config = config
         self._count = count
+        # Every worker's private socket, and the supervisor's.
+        self._slots = [WorkerSlot(i, count, runtime) for i in range(count)]
         self.stop = asyncio.Event()
         # Set once the first worker of every slot serves.
         self.serving = asyncio.Event()
@@ -151,18 +165,19 @@ class _Pool:
         self._fatal: int | None = None
         self._unclean = False
 
+    @property
+    def supervisor_socket(self) -> Path:
+        return self._slots[0].supervisor_socket
+
     async def run(self) -> int:
-        with tempfile.TemporaryDirectory(prefix="lineage-proxy-workers-") as runtime:
-            slots = [WorkerSlot(i, self._count, Path(runtime)) for i in range(self._count)]
-            tasks = [
-                asyncio.create_task(self._keep(slot), name=f"worker-{slot.index}") for slot in slots
-            ]
-            await self.stop.wait()
-            log.info(
-                "stopping %d workers: each drains its requests and Kafka deliveries", self._count
-            )
-            self.signal_all(signal.SIGTERM)
-            await asyncio.gather(*tasks)
+        tasks = [
+            asyncio.create_task(self._keep(slot), name=f"worker-{slot.index}")
+            for slot in self._slots
+        ]
+        await self.stop.wait()
+        log.info("stopping %d workers: each drains its requests and Kafka deliveries", self._count)
+        self.signal_all(signal.SIGTERM)
+        await asyncio.gather(*tasks)
         if self._fatal is not None:
             return self._fatal
         return EXIT_FAILED if self._unclean else 0

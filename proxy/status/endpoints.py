@@ -96,10 +96,17 @@ class StatusPage:
         request.app[AUTHENTICATOR].principal_of(request)
         own = await self.own_part()
         workers: list[tuple[int, str, WorkerPart | None]] = [(own.worker, str(own.pid), own)]
+        # The supervisor's share: the in-process consumers it runs (proxy.status.supervisor).
+        supervisor: list[WorkerPart] = []
         if self.siblings is not None:
             for answer in await self.siblings.ask_all("/status"):
                 workers.append((answer.worker, answer.pid, _part_of(answer.body)))
-        report = status_report(sorted(workers, key=lambda w: w[0]), self.destinations(), own.worker)
+            share = await self.siblings.ask_supervisor("/status")
+            if share is not None and (part := _part_of(share[1])) is not None:
+                supervisor.append(part)
+        report = status_report(
+            sorted(workers, key=lambda w: w[0]), self.destinations(), own.worker, supervisor
+        )
         return web.Response(
             body=dumps(report),
             content_type="application/json",

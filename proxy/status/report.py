@@ -162,10 +162,12 @@ def status_report(
     workers: Sequence[tuple[int, str, WorkerPart | None]],
     destinations: Sequence[Destination],
     answered_by: int,
+    supervisor: Sequence[WorkerPart] = (),
 ) -> dict[str, Any]:
     """The status JSON of the whole proxy from each worker's ``(index, pid, part)``
-    (part None: the worker did not answer); ``answered_by``: the worker asked."""
-    parts = [part for _, _, part in workers if part is not None]
+    (part None: the worker did not answer); ``answered_by``: the worker asked;
+    ``supervisor``: the supervisor's share (its consumers' figures), if it answered."""
+    parts = [part for _, _, part in workers if part is not None] + list(supervisor)
     now = merged_readings([p.now for p in parts])
     growth = merged_readings([p.growth for p in parts])
     seconds = max(p.seconds for p in parts)

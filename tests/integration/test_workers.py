@@ -3,7 +3,8 @@
 Both workers take requests, one scrape of /metrics shows both (label ``worker``), SIGHUP
 reaches both, SIGTERM to the supervisor drains both and exits 0 — and, the invariant,
 every acknowledged event is in Kafka and the archive. A SIGKILLed worker is replaced and
-its spool drained by its successor."""
+its spool drained by its successor. The in-process consumer runs in the supervisor and
+its metrics show in the same scrape (label `worker="supervisor"`)."""
 
 from __future__ import annotations
 
@@ -77,13 +78,15 @@ def two_workers(bootstrap: str, topic: str, archive: Path) -> tuple[ServeProcess
 
 def wait_until_both_listen(url: str, process: ServeProcess) -> None:
     """Until both workers listen: one that is ready early would take every connection."""
-    wait_for(
-        lambda: all(
-            f"[worker-{i}] proxy.serve: lineage-proxy listening" in process.log() for i in (0, 1)
-        ),
-        60,
-        process,
-    )
+
+    def listening(i: int) -> bool:  # in the text log format or the JSON one
+        return any(
+            "lineage-proxy listening" in line
+            and (f"[worker-{i}]" in line or f'"process":"worker-{i}"' in line)
+            for line in process.log().splitlines()
+        )
+
+    wait_for(lambda: listening(0) and listening(1), 60, process)
 
 
 def wait_for(condition, seconds: float, process: ServeProcess) -> None:
@@ -258,6 +261,17 @@ def test_workers_that_cannot_start_stop_the_supervisor_with_their_exit_code(brok
     assert "died" not in log  # not restarted: it would fail the same way again
 
 
+def consumer_delivered(url: str) -> float:
+    """The archive consumer's delivered count in one scrape, from the supervisor's series."""
+    found = samples(url, "lineage_consumer_delivered_total")
+    assert all(labels["worker"] == "supervisor" for labels, _ in found), found
+    return by_worker(found, consumer="archive").get("supervisor", 0.0)
+
+
+def status_of(url: str) -> dict:
+    return requests.get(f"{url}/api/v1/status", timeout=10).json()
+
+
 def _children(pid: int) -> list[str]:
     """Command lines of ``pid``'s child processes."""
     found = []
@@ -277,6 +291,7 @@ async def test_two_workers_share_one_embedded_broker_and_one_archive_consumer(tm
         "2",
         routing__archive_root=str(tmp_path / "archive"),
         consumers__archive__target__directory=str(consumed),
+        logging__json_format="true",
     )
     try:
         await asyncio.to_thread(wait_until_both_listen, url, process)
@@ -286,12 +301,25 @@ async def test_two_workers_share_one_embedded_broker_and_one_archive_consumer(tm
         while set(archive_run_ids(consumed)) != set(load.acknowledged):
             assert time.monotonic() < deadline, (len(archive_run_ids(consumed)), process.log())
             await asyncio.sleep(0.5)
+        # The consumer runs in the supervisor; a scrape through the port shows its figures.
+        while (delivered := await asyncio.to_thread(consumer_delivered, url)) < load.sent:
+            assert time.monotonic() < deadline, (delivered, process.log())
+            await asyncio.sleep(0.5)
+        # ... and so does the status page, for the whole proxy (two workers listed).
+        while not (status := await asyncio.to_thread(status_of, url))["consumers"]:
+            assert time.monotonic() < deadline, (status, process.log())
+            await asyncio.sleep(0.5)
         process.send_signal(signal.SIGTERM)
         exit_code = await asyncio.to_thread(process.wait, 60)
     finally:
         if process.poll() is None:
             process.kill()
     log = process.log()
+    # Every stderr line is JSON: the supervisor's, the workers', librdkafka's, Tansu's.
+    assert all(orjson.loads(line) for line in log.splitlines()), log
+    assert [c["name"] for c in status["consumers"]] == ["archive"], status
+    assert status["consumers"][0]["circuit_open"] is False, status
+    assert sorted(w["worker"] for w in status["workers"]) == [0, 1], status
     figures = report(
         "two_workers_embedded_broker_archive_consumer",
         sent=load.sent,
