@@ -126,7 +126,9 @@ class Principal:
     def may_post_for(self, namespace: str, *, dataset_event: bool = False) -> bool:
         """Whether a job namespace (or, for a DatasetEvent, a dataset namespace) is in scope."""
         patterns = self.dataset_namespaces if dataset_event else self.namespaces
-        return any(fnmatchcase(namespace, pattern) for pattern in patterns)
+        # "*" (every anonymous or unrestricted token) matches anything: no pattern match
+        # per event (1.8% of a batch's CPU in the profile).
+        return "*" in patterns or any(fnmatchcase(namespace, pattern) for pattern in patterns)
 
 
 ANONYMOUS = Principal("anonymous", ("*",), ("*",))
