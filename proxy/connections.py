@@ -20,7 +20,7 @@ import asyncio
 import logging
 import resource
 import ssl
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import cast
 
 from aiohttp import web
@@ -37,8 +37,6 @@ log = logging.getLogger(__name__)
 # File descriptors kept for everything but client connections: Kafka sockets, archive
 # files, the listening socket, consumers running in the same process.
 _FD_RESERVE = 256
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def _canned(status: int, phrase: str, error: str, reason: str, extra: str = "") -> bytes:
@@ -98,17 +96,15 @@ class ConnectionGuard:
     def protocol_factory(self, server: web.Server) -> Callable[[], asyncio.Protocol]:
         return lambda: _Connection(self, server)
 
-    @web.middleware
-    async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        """A request reached a handler: its header is complete, stop that connection's clock."""
+    def request_started(self, request: web.Request) -> _Connection | None:
+        """A request reached a handler: its header is complete, stop that connection's
+        clock. The caller (the app's one middleware: no middleware of its own, which would
+        cost a coroutine per request) calls ``request_finished()`` on the connection
+        returned once the request is answered."""
         connection = self._open.get(request.protocol)
-        if connection is None:
-            return await handler(request)
-        connection.request_started()
-        try:
-            return await handler(request)
-        finally:
-            connection.request_finished()
+        if connection is not None:
+            connection.request_started()
+        return connection
 
     def _refuse(self, transport: asyncio.Transport) -> None:
         self._metrics.connections_refused.inc()
