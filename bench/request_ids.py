@@ -25,8 +25,10 @@ from aiohttp import web  # noqa: E402
 from aiohttp.test_utils import make_mocked_request  # noqa: E402
 
 from proxy import request_ids  # noqa: E402
-from proxy.app import METRICS, _errors_and_metrics  # noqa: E402
+from proxy.app import CONNECTIONS, METRICS, _errors_and_metrics  # noqa: E402
 from proxy.client_faults import CLIENT_FAULTS, ClientFaults  # noqa: E402
+from proxy.config import ServerConfig  # noqa: E402
+from proxy.connections import ConnectionGuard  # noqa: E402
 from proxy.metrics import ProxyMetrics  # noqa: E402
 
 ROUNDS = 7
@@ -59,6 +61,7 @@ def main() -> None:
     app = web.Application()
     app[METRICS] = metrics
     app[CLIENT_FAULTS] = ClientFaults(metrics)
+    app[CONNECTIONS] = ConnectionGuard(ServerConfig(), app[CLIENT_FAULTS], metrics)
     plain = make_mocked_request("GET", "/healthz", app=app)
     with_id = make_mocked_request(
         "GET", "/healthz", headers={"X-Request-Id": "3f2a9c1e-7b4d-4e21-9a0b-5c6d7e8f9a0b"}
