@@ -21,15 +21,13 @@ from aiohttp.http_exceptions import HttpProcessingError
 
 from proxy.logs import REQUEST_ID
 from proxy.metrics import ProxyMetrics
+from proxy.request_ids import HEADER as REQUEST_ID_HEADER
+from proxy.request_ids import sane_request_id
 from proxy.status.rejections import RecentRejections
 
 __all__ = ["CLIENT_FAULTS", "ClientFaults", "ServerLog"]
 
 log = logging.getLogger(__name__)
-
-# The header a client or a gateway in front may send to tie our log line to its request;
-# the proxy's request id (proxy/request_ids.py) is made from it when it is sane.
-_REQUEST_ID = "X-Request-Id"
 
 
 class ClientFaults:
@@ -59,8 +57,9 @@ class ClientFaults:
         """Log a refused request (or event of a batch): status, reason, our one-line
         error and the JSON pointers of ``details`` (their messages may quote the payload,
         so they are left out)."""
-        # The request's id while it is handled; the client's header when called outside.
-        request_id = REQUEST_ID.get() or request.headers.get(_REQUEST_ID)
+        # The request's id while it is handled; outside, the client's header if it is sane
+        # (it goes into the log line and the status page as it is).
+        request_id = REQUEST_ID.get() or sane_request_id(request.headers.get(REQUEST_ID_HEADER))
         pointers = [d["pointer"] for d in details if "pointer" in d]
         self.recent.add(status, reason, error, pointers, request_id)
         where = f" at {pointers[0]}" if pointers else ""
