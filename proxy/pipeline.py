@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from proxy.auth import Principal
 from proxy.destinations import DeliveryError, Destination, TooLarge, payload_limit
-from proxy.destinations.base import deliver_each
+from proxy.destinations.deliver_each import deliver_each
 from proxy.exact_json import dumps
 from proxy.metrics import ProxyMetrics
 from proxy.openlineage import EventKind, event_kind, subject_name

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
     "DeliveryError",
     "Destination",
     "TooLarge",
-    "deliver_each",
     "payload_limit",
     "reads_event",
 ]
-
-T = TypeVar("T")
 
 
 class DeliveryError(Exception):
@@ -55,26 +51,6 @@ def payload_limit(destination: Destination) -> int | None:
     An optional attribute rather than part of the protocol: most kinds have no limit."""
     limit = getattr(destination, "max_payload_bytes", None)
     return limit if isinstance(limit, int) else None
-
-
-async def deliver_each(
-    deliver: Callable[..., Awaitable[T]], calls: Sequence[tuple[Any, ...]]
-) -> list[T | DeliveryError]:
-    """``deliver(*args)`` for every ``args`` of ``calls`` at once (started in order, so
-    per-key order holds where ``deliver`` queues synchronously); per call its result or
-    its :class:`DeliveryError`. Any other exception is a bug and propagates."""
-    if len(calls) == 1:
-        try:
-            return [await deliver(*calls[0])]
-        except DeliveryError as exc:
-            return [exc]
-    import asyncio  # here, not at the top: configs import this module and stay I/O-free
-
-    results = await asyncio.gather(*(deliver(*args) for args in calls), return_exceptions=True)
-    for result in results:
-        if isinstance(result, BaseException) and not isinstance(result, DeliveryError):
-            raise result
-    return results  # type: ignore[return-value]  # only T and DeliveryError are left
 
 
 def reads_event(destination: Destination) -> bool:

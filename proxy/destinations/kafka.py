@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
-from proxy.destinations.base import DeliveryError, deliver_each
+from proxy.destinations.base import DeliveryError
+from proxy.destinations.deliver_each import deliver_each
 from proxy.destinations.kafka_client_logs import kafka_client_config
 from proxy.destinations.spool import SpoolFull
 from proxy.openlineage import event_key, event_kind, subject_name
