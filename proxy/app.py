@@ -79,6 +79,7 @@ SHUTDOWN = web.AppKey("shutdown", ShutdownBudget)
 
 # Clients join "api/v1/lineage" onto whatever URL they were given, so any prefix works.
 LINEAGE_PATH = r"/{prefix:(?:.*/)?}api/v1/lineage"
+LINEAGE_PLAIN = "/api/v1/lineage"
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -88,7 +89,8 @@ async def _errors_and_metrics(request: web.Request, handler: Handler) -> web.Str
     # The connection guard's hook lives here, not in a middleware of its own: one
     # coroutine per request fewer.
     connection = request.app[CONNECTIONS].request_started(request)
-    endpoint = request.match_info.route.name or "other"
+    # "lineage.prefixed" counts as "lineage": one label per endpoint, whatever the URL.
+    endpoint = (request.match_info.route.name or "other").partition(".")[0]
     request_id = request_ids.bind(request)
     try:
         response = await handler(request)
@@ -246,8 +248,12 @@ def create_app(config: ProxyConfig, worker: WorkerSlot | None = None) -> web.App
         app[WORKER] = worker
         app[SIBLINGS] = siblings = Siblings(worker, metrics)
         app.cleanup_ctx.append(_siblings_lifecycle)
-    app.router.add_post(LINEAGE_PATH, post_event, name="lineage")
-    app.router.add_post(LINEAGE_PATH + "/batch", post_batch, name="lineage_batch")
+    # The usual URL as plain routes, found by one lookup in aiohttp's index; any other
+    # prefix through the regex routes (their resolution cost ~3 µs more per request).
+    app.router.add_post(LINEAGE_PLAIN, post_event, name="lineage")
+    app.router.add_post(LINEAGE_PLAIN + "/batch", post_batch, name="lineage_batch")
+    app.router.add_post(LINEAGE_PATH, post_event, name="lineage.prefixed")
+    app.router.add_post(LINEAGE_PATH + "/batch", post_batch, name="lineage_batch.prefixed")
     app.router.add_get("/openapi.json", serve_openapi, name="openapi")
     app.router.add_get("/healthz", _healthz, name="healthz")
     app.router.add_get("/readyz", _readyz, name="readyz")

@@ -212,8 +212,7 @@ class ArchiveWriter:
             for index, (event, payload) in enumerate(items)
         ]
         self._wake.set()
-        late = self._error(f"not written within {self.write_timeout_seconds:g} s")
-        timer = loop.call_later(self.write_timeout_seconds, writes.expire, late)
+        timer = loop.call_later(self.write_timeout_seconds, self._expire, writes)
         try:
             await writes.done
         finally:
@@ -228,6 +227,10 @@ class ArchiveWriter:
             await self._worker
             self._worker = None
         await asyncio.to_thread(self._finish_all)
+
+    def _expire(self, writes: _Writes) -> None:
+        # The error is built only when a deadline passes, not for every request.
+        writes.expire(self._error(f"not written within {self.write_timeout_seconds:g} s"))
 
     def stalled(self) -> bool:
         """Whether the running commit has taken longer than ``write_timeout_seconds``."""

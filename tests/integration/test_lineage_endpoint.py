@@ -10,6 +10,7 @@ import pytest
 from aiohttp import ClientSession
 
 from tests.faults.load import archive_run_ids, landed_before_a_marker
+from tests.integration.test_misbehaving_clients import metric
 from tests.kafka_reader import read_all_produced_so_far
 from tests.sample_events import dataset_event, job_event, rich_run_event, run_event
 
@@ -70,7 +71,16 @@ async def test_any_path_prefix_reaches_the_endpoint(start_proxy, broker, topic, 
         assert (await post(f"{base}/api/v1/lineage", run_event()))[0] == 200
         status, body, _ = await post(f"{base}/api/v1/lineage/batch", [run_event()])
         assert (status, body["status"]) == (200, "success")
-    assert len(read_all_produced_so_far(broker.bootstrap_servers, topic)) == 2
+        # The plain URL has routes of its own (cheaper to find): same endpoint label.
+        assert (await post(f"{url}/api/v1/lineage", run_event()))[0] == 200
+        counted = {
+            endpoint: await metric(
+                url, "lineage_proxy_http_requests_total", endpoint=endpoint, status="200"
+            )
+            for endpoint in ("lineage", "lineage_batch")
+        }
+    assert counted == {"lineage": 2.0, "lineage_batch": 1.0}
+    assert len(read_all_produced_so_far(broker.bootstrap_servers, topic)) == 3
 
 
 async def test_invalid_event_gets_400_naming_the_field_and_nothing_lands(
