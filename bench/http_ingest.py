@@ -27,6 +27,9 @@ numbers on a shared 2-core machine are noise:
   that gets repaired (``repaired_vs_valid``: what a repair costs when it does run).
 - ``workers``: the proxy with ``--workers 1`` and ``--workers 2`` at c=128 — ``two_vs_one_worker``
   is the scaling (on a 2-core machine wrk shares the cores, so expect well below 2).
+- ``stages``: where a single event's CPU goes at c=128: bare aiohttp, the proxy cut short
+  after its own HTTP layer and after validation (``bench/proxy_stages.py``), with each
+  default destination alone, and whole; each stage's added CPU µs per event.
 - ``rss``: the proxy as shipped (default config, the archive consumer in-process) and the
   proxy alone, each under c=256 for 60 s, RSS of all its processes sampled every second:
   max, first vs last 10 s and the slope (the target: ≤ 200 MB and flat).
@@ -297,6 +300,8 @@ def main() -> int:
             results["routing"] = routing_scenario(proxy, proxy_env, port, single, work, args)
         if "repairs" in wanted:
             results["repairs"] = repairs_scenario(proxy, proxy_env, port, single, naive, args)
+        if "stages" in wanted:
+            results["stages"] = stages_scenario(proxy, proxy_env, port, single, work, args)
         if "workers" in wanted:
             results["workers"] = workers_scenario(proxy, proxy_env, port, single, args)
         if "rss" in wanted:
@@ -315,7 +320,7 @@ def main() -> int:
 
 
 INGEST_SCENARIOS = ("single", "single_c128", "batch", "batch_1000")
-ALL_SCENARIOS = (*INGEST_SCENARIOS, "routing", "repairs", "workers", "rss")
+ALL_SCENARIOS = (*INGEST_SCENARIOS, "routing", "repairs", "stages", "workers", "rss")
 
 
 def ingest_scenarios(
@@ -441,6 +446,52 @@ def repairs_scenario(
         "repaired_vs_valid": round(repairs["repaired"]["events_per_s"] / on["events_per_s"], 3),
     }
     return repairs
+
+
+def stages_scenario(
+    proxy: list[str],
+    proxy_env: dict[str, str],
+    port: int,
+    single: Path,
+    work: Path,
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """Where a single event's CPU goes (c=128): bare aiohttp, the proxy cut short after
+    its HTTP layer and after validation (bench/proxy_stages.py), each default destination
+    alone, and both (the proxy as configured). ``cpu_us_added``
+    says what each stage adds to the one before it, in CPU µs per event."""
+    ref = [sys.executable, str(REPO / "bench" / "reference_servers.py")]
+    stages_py = [sys.executable, str(REPO / "bench" / "proxy_stages.py")]
+    serve = proxy[proxy.index("serve") :]
+    default_rules = (REPO / "routing_rules" / "default.yaml").read_text()
+    only = {}
+    for destination in ("kafka", "archive"):
+        path = work / f"only_{destination}.yaml"
+        path.write_text(default_rules.replace("to: [kafka, archive]", f"to: [{destination}]"))
+        only[destination] = {**proxy_env, "LINEAGE_PROXY__ROUTING__RULES": str(path)}
+    servers: list[tuple[str, list[str], dict[str, str]]] = [
+        ("parse_200", [*ref, "parse", "--port", str(port)], {}),
+        ("proxy_http_layer", [*stages_py, "http", *serve], proxy_env),
+        ("proxy_checked", [*stages_py, "check", *serve], proxy_env),
+        ("proxy_kafka_only", proxy, only["kafka"]),
+        ("proxy_archive_only", proxy, only["archive"]),
+        ("proxy", proxy, proxy_env),
+    ]
+    stages: dict[str, Any] = {
+        name: measure(f"stages/{name}", command, env, port, LINEAGE, single, 1, args, 128)
+        for name, command, env in servers
+    }
+    # What each stage adds: the HTTP layer to bare aiohttp, validation to the HTTP layer,
+    # each destination (and both) to validation.
+    before = {"proxy_http_layer": "parse_200", "proxy_checked": "proxy_http_layer"}
+    for name, _, _ in servers[1:]:
+        base = stages[before.get(name, "proxy_checked")]["cpu_us_per_event"]
+        stages[name]["cpu_us_added"] = round(stages[name]["cpu_us_per_event"] - base, 1)
+    bare = stages["parse_200"]["events_per_s"]
+    stages["ratios_to_parse_200"] = {
+        name: round(stages[name]["events_per_s"] / bare, 3) for name, _, _ in servers[1:]
+    }
+    return stages
 
 
 WORKERS_CONNECTIONS = 128
