@@ -42,6 +42,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from proxy.openlineage.kinds import EventKind, event_kind
 from proxy.validation.core import EVENT_MODELS
+from proxy.validation.core_check import core_is_valid
 from proxy.validation.extra_schemas import (
     OWN_FACET_SCHEMAS,
     ExtraSchemas,
@@ -64,8 +65,10 @@ MAX_ISSUES = 50
 # Caches keyed by client-controlled strings are cleared when they reach this size, so a
 # client sending ever-new _schemaURLs cannot grow memory.
 _CACHE_LIMIT = 4096
-# Facets larger than this are not remembered, so the memo holds at most ~16 MiB.
+# Facets (facet maps) larger than this are not remembered, so each memo holds at most
+# ~16 MiB (~64 MiB).
 _MEMO_FACET_BYTES = 4096
+_MEMO_CONTAINER_BYTES = 16384
 _MISSING = object()
 
 
@@ -94,7 +97,9 @@ class EventValidator:
         self._good_uris: set[str] = set()
         # (id of the spec facet model, facet JSON) of facets found valid: see
         # _check_spec_facet. Ids are stable: the models live as long as the validator.
-        self._valid_facets: set[tuple[int, bytes]] = set()
+        self._valid_facets: set[tuple[object, bytes]] = set()
+        # (container, JSON of its facet map) of facet maps found valid: see _check_facets.
+        self._valid_containers: set[tuple[object, bytes]] = set()
 
     def known_facet_names(self) -> frozenset[str]:
         """Names of the facets this validator checks beyond the base fields."""
@@ -121,10 +126,11 @@ class EventValidator:
         if kind is None:
             issues.append(ValidationIssue("", "event must have run, job or dataset"))
             return
-        try:
-            self._events[kind].validate_python(event)
-        except ValidationError as error:
-            issues.extend(issues_from_pydantic(error, ""))
+        if not core_is_valid(event, kind, self._known_uri):
+            try:
+                self._events[kind].validate_python(event)
+            except ValidationError as error:
+                issues.extend(issues_from_pydantic(error, ""))
         if kind is EventKind.JOB and "dataset" in event:
             # The official schema's oneOf matches both JobEvent and DatasetEvent here.
             issues.append(ValidationIssue("/dataset", "a JobEvent must not also carry dataset"))
@@ -172,10 +178,19 @@ class EventValidator:
         if not isinstance(facets, dict):
             issues.append(ValidationIssue(where, "must be an object"))
             return
+        # A container's facets are valid or not by their JSON and the container alone
+        # (the validator's strictness and schemas are fixed): producers send the same
+        # engine/job/schema facets event after event, so whole maps are remembered.
+        memo = _memo_key(container, facets, _MEMO_CONTAINER_BYTES)
+        if memo is not None and memo in self._valid_containers:
+            return
+        found = len(issues)
         for key, facet in facets.items():
             if len(issues) >= MAX_ISSUES:
                 return
             self._check_facet(key, facet, where, container, issues)
+        if memo is not None and len(issues) == found:
+            self._remember(self._valid_containers, memo)
 
     def _check_facet(
         self,
@@ -242,11 +257,7 @@ class EventValidator:
         same JSON) was found valid before: producers send the same facets (engine,
         job type, schemas) event after event, and serializing one costs a fraction of
         validating it. Validity depends on nothing but the model and the JSON."""
-        try:
-            body = orjson.dumps(facet)
-        except TypeError:  # an integer orjson cannot write: validate without the memo
-            body = b""
-        memo = (id(spec), body) if 0 < len(body) <= _MEMO_FACET_BYTES else None
+        memo = _memo_key(id(spec), facet, _MEMO_FACET_BYTES)
         if memo is not None and memo in self._valid_facets:
             return
         try:
@@ -255,9 +266,13 @@ class EventValidator:
             issues.extend(issues_from_pydantic(error, self._at(container_pointer, key)))
             return
         if memo is not None:
-            if len(self._valid_facets) >= _CACHE_LIMIT:
-                self._valid_facets.clear()
-            self._valid_facets.add(memo)
+            self._remember(self._valid_facets, memo)
+
+    @staticmethod
+    def _remember(memo: set[tuple[object, bytes]], key: tuple[object, bytes]) -> None:
+        if len(memo) >= _CACHE_LIMIT:
+            memo.clear()
+        memo.add(key)
 
     def _check_uri_field(
         self,
@@ -268,21 +283,27 @@ class EventValidator:
         issues: list[ValidationIssue],
     ) -> bool:
         value = facet.get(field, _MISSING)
-        if value.__class__ is str and value in self._good_uris:
+        if isinstance(value, str) and self._known_uri(value):
             return True
         if value is _MISSING:
             message = "field required"
         elif not isinstance(value, str):
             message = "must be a string"
-        elif not is_uri(value):
-            message = URI_MESSAGE
         else:
-            if len(self._good_uris) >= _CACHE_LIMIT:
-                self._good_uris.clear()
-            self._good_uris.add(value)
-            return True
+            message = URI_MESSAGE
         issues.append(ValidationIssue(self._at(container_pointer, key, field), message))
         return False
+
+    def _known_uri(self, value: str) -> bool:
+        """:func:`is_uri`, remembering the URIs found valid (bounded: clients choose them)."""
+        if value in self._good_uris:
+            return True
+        if not is_uri(value):
+            return False
+        if len(self._good_uris) >= _CACHE_LIMIT:
+            self._good_uris.clear()
+        self._good_uris.add(value)
+        return True
 
     @staticmethod
     def _at(container_pointer: str, key: str, field: str | None = None) -> str:
@@ -316,3 +337,13 @@ class EventValidator:
         if extra is not None:
             return _Resolution(None, extra, False)
         return _CUSTOM
+
+
+def _memo_key(scope: object, value: Any, limit: int) -> tuple[object, bytes] | None:
+    """``(scope, JSON of value)`` to remember a verdict by, or None when ``value`` is too
+    large to remember (or holds an integer orjson cannot write)."""
+    try:
+        body = orjson.dumps(value)
+    except TypeError:
+        return None
+    return (scope, body) if len(body) <= limit else None
