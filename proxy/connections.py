@@ -115,9 +115,20 @@ class ConnectionGuard:
 class _Connection(asyncio.Protocol):
     """Sits between the transport and aiohttp's handler for one connection."""
 
-    __slots__ = ("_guard", "_handler", "_server", "_timer", "_transport", "_waiting_header")
+    __slots__ = (
+        "_guard",
+        "_handler",
+        "_loop",
+        "_server",
+        "_timer",
+        "_transport",
+        "_waiting_header",
+    )
 
     def __init__(self, guard: ConnectionGuard, server: web.Server) -> None:
+        # Looked up once per connection: on Python 3.11 every get_running_loop() is a
+        # getpid() system call, and the clock restarts for every request.
+        self._loop = asyncio.get_running_loop()
         self._guard = guard
         self._server = server
         self._handler: web.RequestHandler | None = None
@@ -173,8 +184,7 @@ class _Connection(asyncio.Protocol):
         self._waiting_header = True
 
     def _start_clock(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._timer = loop.call_later(self._guard.header_timeout, self._header_overdue)
+        self._timer = self._loop.call_later(self._guard.header_timeout, self._header_overdue)
 
     def _stop_clock(self) -> None:
         if self._timer is not None:

@@ -171,6 +171,7 @@ class ArchiveWriter:
         self._pending: list[_Pending] = []
         self._wake = asyncio.Event()
         self._worker: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._closing = False
         self._sequence = 0
         self._tag = f"{os.getpid()}"
@@ -182,6 +183,8 @@ class ArchiveWriter:
     # -- public API -------------------------------------------------------------------
 
     async def start(self) -> None:
+        # Kept: on Python 3.11 every get_running_loop() is a getpid() system call.
+        self._loop = asyncio.get_running_loop()
         await asyncio.to_thread(self._prepare_directory)
         self._worker = asyncio.create_task(self._run(), name=f"archive-writer:{self.directory}")
 
@@ -205,7 +208,8 @@ class ArchiveWriter:
             raise self._error(
                 f"disk stalled: a write has not returned in {self.write_timeout_seconds:g} s"
             )
-        loop = asyncio.get_running_loop()
+        loop = self._loop
+        assert loop is not None  # set by start(), checked above through _worker
         writes = _Writes(loop.create_future(), len(items))
         self._pending += [
             _Pending(event_partition(event), payload + b"\n", writes, index)

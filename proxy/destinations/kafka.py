@@ -479,6 +479,7 @@ class KafkaDestination:
         # overtake either.
         self._direct: dict[str | None, asyncio.Future[None]] = {}
         self._to_spool: Counter[str | None] = Counter()
+        self._loop: asyncio.AbstractEventLoop | None = None
         # Largest payload the topic takes; known before anything is written anywhere so
         # that an oversized event is refused (413) rather than half stored.
         self.max_payload_bytes: int | None = None
@@ -526,7 +527,9 @@ class KafkaDestination:
 
     async def _send(self, sends: list[_Send]) -> list[bool | DeliveryError]:
         """Produce straight to Kafka; what it does not confirm in time goes to the spool."""
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        # The loop once: on Python 3.11 every get_running_loop() is a getpid() system call.
+        loop = self._loop = self._loop or asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
         for key, _, _ in sends:
             # Until these sends settle, a later event of the key that must be spooled
             # waits for them (it must not overtake them into Kafka).
