@@ -23,7 +23,8 @@ left (``current_app``) is used only by aiohttp's own middleware, which the lane 
 not run and the slow path runs on match infos of its own. The alternative, handlers
 that do not read ``request.app``, would leave ``request.app`` and ``request.match_info``
 failing on lane requests only, for any code that reads them now or later, and would
-still need the route's name for the metrics label.
+still need the route's name for the metrics label. The slow path is whatever handler
+the server had (aiohttp's dispatch), kept as it was: no private name of its is called.
 
 What the lane does not repeat is checked once, at start-up: the app must have exactly
 one middleware, of the new style (it is called as aiohttp calls it), and each plain URL
