@@ -21,10 +21,20 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from proxy.app import CONNECTIONS, METRICS, RULES, WORKER, create_app, server_options
+from proxy.app import (
+    CONNECTIONS,
+    LINEAGE_BATCH_PLAIN,
+    LINEAGE_PLAIN,
+    METRICS,
+    RULES,
+    WORKER,
+    create_app,
+    server_options,
+)
 from proxy.config import ProxyConfig
 from proxy.connections import GuardedSite
 from proxy.embedded_broker import EmbeddedBroker
+from proxy.ingest_lane import install_ingest_lane
 from proxy.lineage_endpoints import CONFIG
 from proxy.tls import ReloadableTls
 from proxy.worker_metrics import WorkerSlot
@@ -67,6 +77,8 @@ async def serving(app: web.Application, tls: ReloadableTls | None = None) -> Asy
     runner = web.AppRunner(app, handle_signals=False, **server_options(app))
     await runner.setup()
     try:
+        # Before the site starts: each connection copies the server's handler when made.
+        install_ingest_lane(runner, (LINEAGE_PLAIN, LINEAGE_BATCH_PLAIN))
         app[CONNECTIONS].apply_fd_limit()
         site = GuardedSite(
             runner,
