@@ -1,14 +1,8 @@
 """Kafka destination: produce with acks=all + idempotence, resolve when the broker has it.
 
-librdkafka reports deliveries from ``poll()``, which runs a Python callback per message.
-A producer started on an event loop is polled *by the loop*: ``poll(0)`` about every
-millisecond while messages are in flight (every 50 ms when none are), so the callbacks
-run on the loop's own thread. Polled from a thread (as before), every report took the
-GIL from the loop, a hand-over per message that cost the loop ~10% of its throughput
-under load (bench/README.md). ``poll(0)`` never waits, so the loop never blocks on
-Kafka, and concurrent requests still share the producer's batches (``linger.ms``). A
-small thread stays for what must not depend on the loop: noticing a stalled producer
-and replacing a broken one. A producer started outside a loop is polled by that thread.
+librdkafka reports deliveries from ``poll()``; a small thread polls and hands each report
+back to the event loop with ``call_soon_threadsafe``, so the loop never blocks on Kafka
+and concurrent requests share the producer's batches (``linger.ms``).
 """
 
 from __future__ import annotations
@@ -94,66 +88,15 @@ class KafkaProducer:
         # Delivery reports collected during one poll(), handed to the loop in one wake-up:
         # one call_soon_threadsafe per message would wake the loop thousands of times/s.
         self._reports: deque[_Report] = deque()
-        # Polling by the event loop (see the module docstring): the next tick, and a lock
-        # that keeps the poll thread from dropping a replaced librdkafka producer while a
-        # tick polls it (its last reference must go off the loop: destroying blocks).
-        self._tick: asyncio.TimerHandle | asyncio.Handle | None = None
-        self._tick_soon = False  # whether the next tick is a busy one (due within ~1 ms)
-        self._loop_polling = False
-        self._poll_lock = threading.Lock()
         # Set by librdkafka's error callback when no broker answers; cleared by a delivery.
         self.brokers_down = False
         self.last_delivered = time.monotonic()
         self.last_timed_out = 0.0
 
     def start(self) -> None:
-        """Create the librdkafka producer; on a running event loop, the loop polls it."""
         self._current = self._new_generation()
-        try:
-            self._loop = asyncio.get_running_loop()
-        except RuntimeError:
-            self._loop = None
-        self._loop_polling = self._loop is not None
-        if self._loop is not None:
-            self._tick, self._tick_soon = self._loop.call_soon(self._poll_on_loop), True
         self._poller = threading.Thread(target=self._poll_loop, name="kafka-poll", daemon=True)
         self._poller.start()
-
-    def _poll_on_loop(self) -> None:
-        """One tick on the event loop: serve what librdkafka has ready, settle it, and
-        come back soon while messages are in flight."""
-        self._tick = None
-        if self._stopping.is_set():
-            return
-        in_flight = 0
-        with self._poll_lock:
-            current = self._current
-            producer = current.producer if current is not None else None
-            if producer is not None:
-                try:
-                    producer.poll(0)
-                except Exception:
-                    log.exception("Kafka poll raised; polling goes on")
-                in_flight = len(producer)
-            del producer
-        if self._reports:
-            batch = []
-            while self._reports:
-                batch.append(self._reports.popleft())
-            _settle_all(batch)
-        assert self._loop is not None
-        self._tick_soon = bool(in_flight or self._reports)
-        delay = _LOOP_POLL_BUSY if self._tick_soon else _LOOP_POLL_IDLE
-        self._tick = self._loop.call_later(delay, self._poll_on_loop)
-
-    def _poll_soon(self) -> None:
-        """Messages were just produced: make sure the next tick is a busy one."""
-        if self._tick_soon or self._stopping.is_set() or self._loop is None:
-            return
-        if self._tick is not None:
-            self._tick.cancel()
-        self._tick = self._loop.call_later(_LOOP_POLL_BUSY, self._poll_on_loop)
-        self._tick_soon = True
 
     def _new_generation(self) -> _Generation:
         self._generations += 1
@@ -181,16 +124,12 @@ class KafkaProducer:
         while not self._stopping.is_set():
             current = self._current
             assert current is not None and current.producer is not None
-            if self._loop_polling:
-                # The loop polls (see the module docstring); this thread only watches.
-                self._stopping.wait(0.05)
-            else:
-                try:
-                    current.producer.poll(0.05)
-                except Exception:
-                    # A raising callback must not end delivery reports for everyone.
-                    log.exception("Kafka poll raised; polling goes on")
-                    time.sleep(0.05)
+            try:
+                current.producer.poll(0.05)
+            except Exception:
+                # A raising callback must not end delivery reports for everyone.
+                log.exception("Kafka poll raised; polling goes on")
+                time.sleep(0.05)
             self._hand_over_reports()
             now = time.monotonic()
             if current.fatal is None and current.stalled(now, self._stall_seconds):
@@ -250,9 +189,7 @@ class KafkaProducer:
         if self._loop is not None:
             with contextlib.suppress(RuntimeError):
                 self._loop.call_soon_threadsafe(_fail_pending, old)
-        with self._poll_lock:  # no tick holds it now, nor can one take it any more
-            retired, old.producer = old.producer, None
-        del retired  # destroyed here, off the event loop
+        old.producer = None  # destroyed here, off the event loop
 
     def _hand_over_reports(self) -> None:
         if not self._reports or self._loop is None:
@@ -329,8 +266,6 @@ class KafkaProducer:
                         exc = KafkaException(_REPLACING)
                     sends.settle(index, exc)
                     break
-        if self._loop_polling:
-            self._poll_soon()
         if sends.left:
             timer = None
             if wait_seconds is not None:
@@ -405,7 +340,7 @@ class KafkaProducer:
         return int(current.producer.flush(timeout))
 
     def stop(self) -> None:
-        self._stopping.set()  # a pending tick sees it and ends
+        self._stopping.set()
         if self._poller is not None:
             self._poller.join(timeout=5)
         self._hand_over_reports()  # reports served by a final flush()
@@ -413,11 +348,6 @@ class KafkaProducer:
 
 
 _Report = tuple["_Generation", "_Sends", int, "KafkaError | None", "Message"]
-# Seconds between the event loop's polls of a producer with messages in flight (adds at
-# most this to a delivery's latency, beside linger.ms) and of an idle one (error
-# callbacks: a broker down is noticed within this).
-_LOOP_POLL_BUSY = 0.001
-_LOOP_POLL_IDLE = 0.05
 _REPLACING = KafkaError(
     KafkaError._FATAL, "Kafka producer is being replaced after a fatal error", retriable=True
 )
