@@ -59,6 +59,10 @@ _CLOSE_FLUSH_SECONDS = 10.0
 LaneKey = tuple[str, int, bytes | int | None]
 
 
+# Deliveries a lane makes in a row once it holds one of the `concurrency` slots.
+_TURNS_PER_SLOT = 8
+
+
 @dataclass
 class _Lane:
     queue: deque[Message] = field(default_factory=deque)
@@ -85,6 +89,8 @@ class ConsumerDaemon:
         self.group_id = config.group_id or f"lineage-proxy.{name}"
         self.metrics = ConsumerMetrics(name)
         self.breaker = CircuitBreaker(config.circuit_breaker)
+        # What lineage_consumer_circuit_open says now: set on change, not per delivery.
+        self._circuit_shown_open = False
         self._last_failure = ""  # the target's last retriable failure, for /healthz
         # What the target's destination shares (a republishing producer): the cluster read
         # from, no spool (an event is not committed before the target has it) and no topic
@@ -316,9 +322,17 @@ class ConsumerDaemon:
         try:
             while lane.queue:
                 async with self._slots:
-                    batch = [lane.queue.popleft() for _ in range(min(self._batch, len(lane.queue)))]
-                    self._release(batch)
-                    await self._handle(batch)
+                    # A few turns per slot while the lane has more: with more lanes than
+                    # slots (one lane per run key), a slot per delivery was a semaphore
+                    # wait — a future and a wake-up — for every event.
+                    for _ in range(_TURNS_PER_SLOT):
+                        if not lane.queue:
+                            break
+                        batch = [
+                            lane.queue.popleft() for _ in range(min(self._batch, len(lane.queue)))
+                        ]
+                        self._release(batch)
+                        await self._handle(batch)
         finally:
             lane.task = None
             if not lane.queue and self._lanes.get(key) is lane:
@@ -357,7 +371,10 @@ class ConsumerDaemon:
             await self._dead_letter(message, exc.reason, exc, "refused")
             return
         self.metrics.target_seconds.observe(time.perf_counter() - started)
-        await self._delivered([(message, event)])
+        if self.dedupe is None:
+            self._mark_delivered(((message, event),))  # no coroutine on the usual path
+        else:
+            await self._delivered([(message, event)])
 
     async def _deliver_batch(self, ready: list[tuple[Message, dict[str, Any]]]) -> None:
         started = time.perf_counter()
@@ -368,13 +385,21 @@ class ConsumerDaemon:
         await self._delivered(ready)
 
     async def _delivered(self, ready: list[tuple[Message, dict[str, Any]]]) -> None:
-        self.metrics.delivered.inc(len(ready))
-        self.metrics.circuit_open.set(0)
-        for message, event in ready:
-            if self.dedupe is not None:
+        if self.dedupe is not None:
+            for _, event in ready:
                 # Remembered before the offset may be committed (see consumers/dedupe.py).
                 await self.dedupe.add(event_identity(event))
+        self._mark_delivered(ready)
+
+    def _mark_delivered(self, ready: Iterable[tuple[Message, dict[str, Any]]]) -> None:
+        count = 0
+        for message, _ in ready:
             self._done(message)
+            count += 1
+        self.metrics.delivered.inc(count)
+        if self._circuit_shown_open:
+            self._circuit_shown_open = False
+            self.metrics.circuit_open.set(0)
 
     async def _dead_letter(
         self, message: Message, reason: str, error: DeliveryError | None, why: str
@@ -395,7 +420,8 @@ class ConsumerDaemon:
     def _retried(self, error: DeliveryError, attempt: int, delay: float) -> None:
         self._last_failure = error.reason
         self.metrics.retried.inc()
-        self.metrics.circuit_open.set(0 if self.breaker.state is CircuitState.CLOSED else 1)
+        self._circuit_shown_open = self.breaker.state is not CircuitState.CLOSED
+        self.metrics.circuit_open.set(1 if self._circuit_shown_open else 0)
         log.info("%s: retry %d in %.2fs: %s", self.name, attempt, delay, error.reason)
 
     def _done(self, message: Message) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from typing import Any
 
 import aiohttp
@@ -79,8 +79,9 @@ class HttpDestination:
             connector=aiohttp.TCPConnector(limit=self.target.max_connections),
         )
 
-    async def deliver(self, event: dict[str, Any], payload: bytes) -> None:
-        await self._post(payload)
+    def deliver(self, event: dict[str, Any], payload: bytes) -> Coroutine[Any, Any, None]:
+        # The POST's own coroutine, not one around it: one frame fewer per event.
+        return self._post(payload)
 
     async def deliver_batch(
         self, events: Sequence[dict[str, Any]], payloads: Sequence[bytes]
