@@ -119,9 +119,8 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _cmd_consume(args: argparse.Namespace) -> int:
-    import asyncio
-
     from consumers.run import consume_until_signalled, select_consumers
+    from proxy.serve import run_on_event_loop
 
     config = _config(args)
     if args.all == bool(args.names):
@@ -132,7 +131,8 @@ def _cmd_consume(args: argparse.Namespace) -> int:
             "kafka.bootstrap_servers is 'embedded': that broker lives inside `serve`; "
             "run consumers there (server.run_consumers) or point kafka at a real cluster"
         )
-    ok = asyncio.run(consume_until_signalled(config.consumers, config.kafka, names))
+    # On the loop server.event_loop names, as `serve` (uvloop unless set to asyncio).
+    ok = run_on_event_loop(config, consume_until_signalled(config.consumers, config.kafka, names))
     return EXIT_OK if ok else EXIT_INVALID
 
 
