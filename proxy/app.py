@@ -29,7 +29,7 @@ from proxy.http_errors import ClientFault, RequestError, error_response
 from proxy.lineage_endpoints import AUTHENTICATOR, CONFIG, PIPELINE, post_batch, post_event
 from proxy.live_rules import LiveRules
 from proxy.metrics import ProxyMetrics
-from proxy.openapi import serve_openapi
+from proxy.openapi import endpoint_of, serve_openapi
 from proxy.pipeline import BestEffortQueue, EventPipeline
 from proxy.readiness import destination_health
 from proxy.status.endpoints import StatusPage
@@ -102,7 +102,7 @@ async def _errors_and_metrics(request: web.Request, handler: Handler) -> web.Str
     # coroutine per request fewer.
     connection = request.app[CONNECTIONS].request_started(request)
     # "lineage.prefixed" counts as "lineage": one label per endpoint, whatever the URL.
-    endpoint = (request.match_info.route.name or "other").partition(".")[0]
+    endpoint = endpoint_of(request.match_info.route) or "other"
     request_id = request_ids.bind(request)
     try:
         response = await handler(request)

@@ -24,7 +24,7 @@ from pydantic.json_schema import models_json_schema
 
 from proxy import __version__
 
-__all__ = ["openapi_document", "serve_openapi"]
+__all__ = ["endpoint_of", "openapi_document", "serve_openapi"]
 
 SPEC_URL = "https://openlineage.io/spec/2-0-2/OpenLineage.json"
 
@@ -256,9 +256,15 @@ _OPERATIONS: dict[str, dict[str, Any]] = {
 }
 
 
+def endpoint_of(route: web.AbstractRoute) -> str | None:
+    """The endpoint a route serves: its name less a ``.variant`` suffix ("lineage.prefixed"
+    is "lineage" under any URL prefix). The operation here and the ``endpoint`` metric
+    label both come from it."""
+    return None if route.name is None else route.name.partition(".")[0]
+
+
 def _operation(route: web.AbstractRoute) -> dict[str, Any]:
-    # "lineage.prefixed" is the same operation as "lineage" under any URL prefix.
-    operation = _OPERATIONS.get((route.name or "").partition(".")[0])
+    operation = _OPERATIONS.get(endpoint_of(route) or "")
     if operation is not None:
         return operation
     # A route nobody described yet: listed, and flagged (the OpenAPI test fails on it).

@@ -13,18 +13,17 @@ every core field.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, get_args, get_type_hints
 
 from proxy.openlineage.kinds import EventKind
-from proxy.validation.formats import UUID_PATTERN, is_date_time
+from proxy.validation.core import RunEvent
+from proxy.validation.formats import is_date_time, is_uuid
 
 __all__ = ["core_is_valid"]
 
-_EVENT_TYPES = frozenset(("START", "RUNNING", "COMPLETE", "ABORT", "FAIL", "OTHER"))
-# fullmatch on the unanchored text: Python's "$" would also match before a final "\n".
-_UUID_RE = re.compile(UUID_PATTERN[1:-1])
+# The model's own eventType values, not a second list of them.
+_EVENT_TYPES = frozenset(get_args(get_type_hints(RunEvent)["eventType"]))
 _MISSING = object()
 
 
@@ -50,7 +49,7 @@ def core_is_valid(event: dict[str, Any], kind: EventKind, is_uri: Callable[[str]
         if type(run) is not dict:
             return False
         run_id = run.get("runId")
-        if type(run_id) is not str or _UUID_RE.fullmatch(run_id) is None:
+        if type(run_id) is not str or not is_uuid(run_id):
             return False
     return _named(event.get("job")) and _datasets(event, "inputs") and _datasets(event, "outputs")
 

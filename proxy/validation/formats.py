@@ -30,6 +30,7 @@ __all__ = [
     "Uuid",
     "is_date_time",
     "is_uri",
+    "is_uuid",
 ]
 
 UUID_PATTERN = r"^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$"
@@ -61,6 +62,7 @@ PATTERN_MESSAGES = {UUID_PATTERN: UUID_MESSAGE, URI_PATTERN: URI_MESSAGE}
 
 # fullmatch on the unanchored text: Python's "$" would also match before a final "\n".
 _URI_RE = re.compile(URI_PATTERN[1:-1])
+_UUID_RE = re.compile(UUID_PATTERN[1:-1])
 # RFC 3339 §5.6: full-date "T" full-time, offset mandatory; "T" and "Z" may be lower case.
 _DATE_TIME_RE = re.compile(
     r"(\d{4})-(0[1-9]|1[0-2])-(\d{2})[Tt]([01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d+)?"
@@ -75,6 +77,11 @@ _DAYS_IN_MONTH = (0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 def is_uri(value: str) -> bool:
     """True when ``value`` is an RFC 3986 URI (scheme required)."""
     return _URI_RE.fullmatch(value) is not None
+
+
+def is_uuid(value: str) -> bool:
+    """True when ``value`` is a UUID in RFC 4122 text form (what ``Uuid`` accepts)."""
+    return _UUID_RE.fullmatch(value) is not None
 
 
 def is_date_time(value: str) -> bool:

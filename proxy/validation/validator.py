@@ -65,8 +65,8 @@ MAX_ISSUES = 50
 # Caches keyed by client-controlled strings are cleared when they reach this size, so a
 # client sending ever-new _schemaURLs cannot grow memory.
 _CACHE_LIMIT = 4096
-# Facets (facet maps) larger than this are not remembered, so each memo holds at most
-# ~16 MiB (~64 MiB).
+# Facets larger than the first and facet maps larger than the second are not remembered,
+# so the two memos hold at most ~16 MiB and ~64 MiB (_CACHE_LIMIT entries each).
 _MEMO_FACET_BYTES = 4096
 _MEMO_CONTAINER_BYTES = 16384
 _MISSING = object()
