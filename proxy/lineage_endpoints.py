@@ -57,12 +57,17 @@ async def _read_json(request: web.Request) -> tuple[Any, Principal]:
 def _delivery_failure(error: DeliveryError) -> Rejection:
     if isinstance(error, TooLarge):
         # Found before any destination was written: nothing is stored anywhere.
-        message = f"{error.size} bytes; destination {error.destination!r} takes {error.limit}"
+        message = (
+            f"{error.what} is {error.size} bytes; "
+            f"destination {error.destination!r} takes {error.limit}"
+        )
+        if error.pointer:
+            message += "; its key and headers repeat this field: shorten it"
         return Rejection(
             413,
             RejectionReason.TOO_LARGE,
             "event too large; nothing was stored",
-            [detail("", message)],
+            [detail(error.pointer, message)],
         )
     # Short and stable for the client; the cause (paths, broker errors) is in our log.
     name = error.destination

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from proxy.auth import Principal
-from proxy.destinations import DeliveryError, Destination, TooLarge, payload_limit
+from proxy.destinations import DeliveryError, Destination, TooLarge, size_refusal
 from proxy.destinations.deliver_each import deliver_each
 from proxy.exact_json import dumps
 from proxy.metrics import ProxyMetrics
@@ -35,6 +35,7 @@ from proxy.openlineage.rejected import rejected_envelope
 from proxy.openlineage.repaired import Repair, RepairedEvent
 from proxy.router import Route, Router, Trace
 from proxy.tap.hub import TapHub
+from proxy.throttled_log import ThrottledLog
 from proxy.validation import EventValidator
 from proxy.validation.repairs import EventRepairer, validate_or_repair
 
@@ -154,6 +155,9 @@ class EventPipeline:
         # Labelled metric children looked up once: labels() costs a lock and a hash per call.
         self._accepted = functools.cache(metrics.accepted.labels)
         self._latency = functools.cache(metrics.delivery_seconds.labels)
+        # A destination that is down fails every request: one log line per destination
+        # every few seconds, not one per request (the counters have the numbers).
+        self._failure_log = ThrottledLog(log)
 
     def check(self, event: Any, principal: Principal) -> Accepted | Rejection:
         """Validate (repairing if allowed) and authorize.
@@ -218,7 +222,7 @@ class EventPipeline:
             payload = dumps(route.event)
             durable = [d for d in route.destinations if d.durable]
             try:
-                _refuse_oversized(durable, len(payload))
+                _refuse_oversized(durable, route.event, payload)
             except TooLarge as error:
                 outcomes[index] = error
                 continue
@@ -249,8 +253,8 @@ class EventPipeline:
                 self._accepted(kind.value if kind else "unknown").inc()
         return outcomes
 
-    @staticmethod
     def _merge(
+        self,
         destination: Destination,
         indexes: list[int],
         result: list[bool | DeliveryError | None] | BaseException,
@@ -274,7 +278,13 @@ class EventPipeline:
                 outcomes[index] = True
         if failed:
             first = next(o for o in result if isinstance(o, DeliveryError))
-            log.warning("delivery to %s failed for %d events: %s", destination.name, failed, first)
+            self._failure_log.warning(
+                f"delivery:{destination.name}",
+                "delivery to %s failed for %d events: %s",
+                destination.name,
+                failed,
+                first,
+            )
 
     async def deliver_rejected(self, event: Any, rejection: Rejection) -> None:
         """Send an event that failed validation, with its reasons, to the ``rejected``
@@ -301,7 +311,7 @@ class EventPipeline:
             return False
         payload = dumps(route.event)
         durable = [d for d in route.destinations if d.durable]
-        _refuse_oversized(durable, len(payload))
+        _refuse_oversized(durable, route.event, payload)
         for destination in route.destinations:
             if not destination.durable:
                 self.best_effort.submit(destination, route.event, payload)
@@ -310,11 +320,8 @@ class EventPipeline:
             (d, r) for d, r in zip(durable, results, strict=True) if isinstance(r, BaseException)
         ]
         for destination, error in failures:
-            log.warning(
-                "delivery to %s failed: %s",
-                destination.name,
-                error,
-                extra={"destination": destination.name},
+            self._failure_log.warning(
+                f"delivery:{destination.name}", "delivery to %s failed: %s", destination.name, error
             )
         if failures:
             error = failures[0][1]
@@ -359,13 +366,14 @@ class EventPipeline:
         return spooled
 
 
-def _refuse_oversized(durable: list[Destination], size: int) -> None:
+def _refuse_oversized(durable: list[Destination], event: dict[str, Any], payload: bytes) -> None:
     """Raise :class:`TooLarge` before anything is written when a durable destination
-    could never take the event, so that no other destination keeps a copy of it."""
+    could never take the event (Kafka: with its key and headers), so that no other
+    destination keeps a copy of it."""
     for destination in durable:
-        limit = payload_limit(destination)
-        if limit is not None and size > limit:
-            raise TooLarge(destination.name, size, limit)
+        refusal = size_refusal(destination, event, payload)
+        if refusal is not None:
+            raise refusal
 
 
 async def _together(jobs: list[Coroutine[Any, Any, T]]) -> list[T | BaseException]:

@@ -9,6 +9,12 @@ holds the event (for Kafka: the delivery report with acks=all came back) and rai
 :class:`DeliveryError` otherwise. The HTTP handler awaits it before answering 2xx.
 """
 
-from proxy.destinations.base import DeliveryError, Destination, TooLarge, payload_limit
+from proxy.destinations.base import (
+    DeliveryError,
+    Destination,
+    TooLarge,
+    payload_limit,
+    size_refusal,
+)
 
-__all__ = ["DeliveryError", "Destination", "TooLarge", "payload_limit"]
+__all__ = ["DeliveryError", "Destination", "TooLarge", "payload_limit", "size_refusal"]

@@ -69,6 +69,7 @@ from proxy.destinations.archive_layout import (
 )
 from proxy.destinations.base import DeliveryError
 from proxy.destinations.config import ArchiveDestinationConfig
+from proxy.destinations.disk_writes import disk_accepts, write_all
 
 __all__ = [
     "DEFAULT_PARTITION",
@@ -367,7 +368,7 @@ class ArchiveWriter:
         if self.gzip:
             data = _gzip_member(data)
         try:
-            _write_all(current.fd, data)
+            write_all(current.fd, data)
             os.fsync(current.fd)
         except BaseException:
             self._cut_back(partition, current)
@@ -462,31 +463,11 @@ class ArchiveWriter:
 
     def _probe(self) -> bool:
         """Whether a small write + fsync works now (after a failure, for readiness)."""
-        path = self.directory / f"{_PROBE_PREFIX}{self._tag}-{uuid.uuid4().hex[:8]}"
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-        except OSError:
-            return False
-        try:
-            _write_all(fd, bytes(_PROBE_BYTES))
-            os.fsync(fd)
-            return True
-        except OSError:
-            return False
-        finally:
-            os.close(fd)
-            with contextlib.suppress(OSError):
-                path.unlink()
+        return disk_accepts(self.directory, f"{_PROBE_PREFIX}{self._tag}-", _PROBE_BYTES)
 
 
 def _retriable(error: Exception) -> bool:
     return not (isinstance(error, OSError) and error.errno in _PERMANENT_ERRNOS)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 def _whole_length(fd: int, size: int, *, gzip: bool) -> int:

@@ -10,6 +10,7 @@ __all__ = [
     "TooLarge",
     "payload_limit",
     "reads_event",
+    "size_refusal",
 ]
 
 
@@ -35,14 +36,24 @@ class DeliveryError(Exception):
 class TooLarge(DeliveryError):
     """The event is larger than a durable destination takes; found before any write."""
 
-    def __init__(self, destination: str, size: int, limit: int) -> None:
+    def __init__(
+        self,
+        destination: str,
+        size: int,
+        limit: int,
+        *,
+        pointer: str = "",
+        what: str = "the event",
+    ) -> None:
         super().__init__(
-            destination,
-            f"the event is {size} bytes, this destination takes {limit}",
-            retriable=False,
+            destination, f"{what} is {size} bytes, this destination takes {limit}", retriable=False
         )
         self.size = size
         self.limit = limit
+        # The field to shorten (JSON pointer; "" for the event as a whole).
+        self.pointer = pointer
+        # What was measured: "the event", or the message with its key and headers.
+        self.what = what
 
 
 def payload_limit(destination: Destination) -> int | None:
@@ -51,6 +62,24 @@ def payload_limit(destination: Destination) -> int | None:
     An optional attribute rather than part of the protocol: most kinds have no limit."""
     limit = getattr(destination, "max_payload_bytes", None)
     return limit if isinstance(limit, int) else None
+
+
+def size_refusal(
+    destination: Destination, event: dict[str, Any], payload: bytes
+) -> TooLarge | None:
+    """Why ``destination`` could never take this event, or None; known before any write.
+
+    A destination that wraps the payload (Kafka: a key and headers that repeat fields of
+    the event) says so with a ``refuses_size(event, payload)`` method; else its plain
+    ``max_payload_bytes`` limit, if any, applies to the payload."""
+    refuses = getattr(destination, "refuses_size", None)
+    if refuses is not None:
+        refusal: TooLarge | None = refuses(event, payload)
+        return refusal
+    limit = payload_limit(destination)
+    return (
+        TooLarge(destination.name, len(payload), limit) if limit and len(payload) > limit else None
+    )
 
 
 def reads_event(destination: Destination) -> bool:

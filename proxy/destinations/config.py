@@ -129,6 +129,10 @@ class SpoolConfig(StrictModel):
     # A direct send the broker has not confirmed after this long is spooled (and may then
     # reach Kafka twice); keep it below clients' ~5 s timeout.
     after_seconds: Annotated[float, Field(gt=0)] = 2.5
+    # A spool write not fsynced by then answers 503, and while one is stuck new events
+    # get 503 at once and /readyz says 503; with after_seconds it stays under clients'
+    # ~5 s timeout.
+    write_timeout_seconds: Annotated[float, Field(gt=0)] = 2.0
 
 
 class KafkaConfig(StrictModel):

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
-from proxy.destinations.base import DeliveryError
+from proxy.destinations.base import DeliveryError, TooLarge
 from proxy.destinations.deliver_each import deliver_each
 from proxy.destinations.kafka_client_logs import kafka_client_config
-from proxy.destinations.spool import SpoolFull
+from proxy.destinations.spool import SpoolRefused
 from proxy.openlineage import event_key, event_kind, subject_name
 from proxy.openlineage.repaired import RepairedEvent
 
@@ -36,6 +36,8 @@ __all__ = [
     "KafkaDestination",
     "KafkaProducer",
     "event_headers",
+    "message_bytes",
+    "refused_for_good",
 ]
 
 log = logging.getLogger(__name__)
@@ -355,8 +357,60 @@ _QUEUE_FULL = KafkaError(KafkaError._QUEUE_FULL, "local producer queue full")
 _STALLED = KafkaError(KafkaError._TIMED_OUT, "no delivery confirmed for a long while")
 # librdkafka's default message.max.bytes (also Apache Kafka's default limit, about 1 MB).
 _LIBRDKAFKA_MESSAGE_MAX_BYTES = 1_000_000
-# Of a message's size limit, what is kept for the key, the headers and the record framing.
-RECORD_RESERVE_BYTES = 4096
+# Of a message's size limit, what is kept for the record framing (record batch and
+# record headers, varints); the key and the headers are counted as they are.
+RECORD_RESERVE_BYTES = 512
+# Per header: its varint lengths.
+_HEADER_FRAMING = 10
+# Errors about one message that no retry cures: the broker (or librdkafka) will never
+# take it. A direct send answers 422; the spool drainer sets the record aside.
+_REFUSED_FOR_GOOD = frozenset(
+    {
+        KafkaError.MSG_SIZE_TOO_LARGE,
+        KafkaError.INVALID_MSG_SIZE,
+        KafkaError.RECORD_LIST_TOO_LARGE,
+        KafkaError.INVALID_RECORD,
+    }
+)
+# Fields of an event that its key and headers repeat (ol_namespace, ol_name, ol_producer,
+# run:{namespace}/{name} of the root or parent job): the one to shorten when only these
+# copies make a message too large.
+_REPEATED_FIELDS = (
+    ("job", "name"),
+    ("job", "namespace"),
+    ("dataset", "name"),
+    ("dataset", "namespace"),
+    ("producer",),
+    ("run", "facets", "parent", "job", "name"),
+    ("run", "facets", "parent", "job", "namespace"),
+    ("run", "facets", "parent", "root", "job", "name"),
+    ("run", "facets", "parent", "root", "job", "namespace"),
+)
+
+
+def refused_for_good(err: KafkaError) -> bool:
+    """Whether Kafka will never take this message, however often it is sent."""
+    return err.code() in _REFUSED_FOR_GOOD
+
+
+def message_bytes(key: str | None, headers: Sequence[tuple[str, bytes]], value: bytes) -> int:
+    """A message's size as Kafka's ``message.max.bytes`` counts it, framing aside."""
+    size = len(value) + (len(key.encode()) if key is not None else 0)
+    for name, header in headers:
+        size += len(name.encode()) + len(header) + _HEADER_FRAMING
+    return size
+
+
+def _longest_repeated_field(event: dict[str, Any]) -> str:
+    """JSON pointer of the longest string among the fields key and headers repeat."""
+    best, best_length = "", -1
+    for path in _REPEATED_FIELDS:
+        value: Any = event
+        for part in path:
+            value = value.get(part) if isinstance(value, dict) else None
+        if isinstance(value, str) and len(value) > best_length:
+            best, best_length = "/" + "/".join(path), len(value)
+    return best
 
 
 # Errors about the producer's identity rather than one message: every later message of
@@ -480,8 +534,10 @@ class KafkaDestination:
         self._direct: dict[str | None, asyncio.Future[None]] = {}
         self._to_spool: Counter[str | None] = Counter()
         self._loop: asyncio.AbstractEventLoop | None = None
-        # Largest payload the topic takes; known before anything is written anywhere so
-        # that an oversized event is refused (413) rather than half stored.
+        # Largest message (payload, key and headers) and payload the topic takes; known
+        # before anything is written anywhere so that an oversized event is refused (413)
+        # rather than half stored or spooled and then refused by Kafka.
+        self.max_message_bytes: int | None = None
         self.max_payload_bytes: int | None = None
 
     async def start(self) -> None:
@@ -491,7 +547,32 @@ class KafkaDestination:
         # A broker that is down cannot say: then the producer's own limit holds.
         ask = await asyncio.to_thread(producer.cluster_reachable, 1.0)
         limit = await asyncio.to_thread(producer.message_limit, self.topic, ask)
-        self.max_payload_bytes = limit - RECORD_RESERVE_BYTES
+        self.max_message_bytes = limit - RECORD_RESERVE_BYTES
+        self.max_payload_bytes = self.max_message_bytes
+
+    def refuses_size(self, event: dict[str, Any], payload: bytes) -> TooLarge | None:
+        """Why the topic could never take this event — the payload with the key and
+        headers this destination adds — or None. Checked before any destination writes.
+
+        Key and headers copy strings of the event, so an event under an eighth of the
+        limit cannot reach it with them (a key template repeating one field eight times
+        aside); only larger ones are measured."""
+        limit = self.max_message_bytes
+        if limit is None or len(payload) <= limit // 8:
+            return None
+        key = self._key_for(event)
+        size = message_bytes(key, event_headers(event) + self._extra_headers, payload)
+        if size <= limit:
+            return None
+        if len(payload) > limit:
+            return TooLarge(self.name, len(payload), limit)
+        return TooLarge(
+            self.name,
+            size,
+            limit,
+            pointer=_longest_repeated_field(event),
+            what="the Kafka message (the event, its key and its headers)",
+        )
 
     async def deliver(self, event: dict[str, Any], payload: bytes) -> bool:
         """Return True when the event went to the spool rather than straight to Kafka."""
@@ -548,10 +629,7 @@ class KafkaDestination:
                     continue
                 err: KafkaError = outcome.args[0]
                 # Everything but a message the broker will never take is worth retrying.
-                permanent = err.code() in (
-                    KafkaError.MSG_SIZE_TOO_LARGE,
-                    KafkaError.INVALID_MSG_SIZE,
-                )
+                permanent = refused_for_good(err)
                 if permanent or self._spool is None:
                     results.append(DeliveryError(self.name, err.str(), retriable=not permanent))
                 else:
@@ -596,9 +674,9 @@ class KafkaDestination:
                 # An earlier direct send of this key may still land in the spool first.
                 await asyncio.wait([after])
             await self._spool.store(self.topic, key, headers, payload)
-        except SpoolFull as exc:
+        except SpoolRefused as exc:
             raise DeliveryError(
-                self.name, f"Kafka did not confirm and {exc}", retriable=True
+                self.name, f"Kafka did not confirm and the spool refused: {exc}", retriable=True
             ) from exc
         except OSError as exc:
             raise DeliveryError(
@@ -610,7 +688,15 @@ class KafkaDestination:
                 del self._to_spool[key]
 
     async def ready(self) -> bool:
-        """Ready when the broker answers, or while the spool takes events for it."""
+        """Ready when the broker answers and no spooled key is stuck behind a spool that
+        refuses (full, disk failing or stalled, drain wedged), or while the spool takes
+        events for it."""
+        if self._spool is not None:
+            await self._spool.recheck()
+            if self._spool.refusing_reason() is not None and (
+                self._spool.spool.events > 0 or not self._producer.delivering
+            ):
+                return False
         if await asyncio.to_thread(self._producer.cluster_reachable, 2.0):
             return True
         return self._spool is not None and self._spool.accepting

@@ -12,16 +12,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import KafkaError, KafkaException
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from proxy.destinations.kafka import KafkaProducer
-from proxy.destinations.spool import Headers, Spool, SpooledRecord
+from proxy.destinations.kafka import KafkaProducer, refused_for_good
+from proxy.destinations.spool import DEAD_LETTER_FILE, Headers, Spool, SpooledRecord
+from proxy.throttled_log import ThrottledLog
 
 __all__ = ["KafkaSpool", "SpoolMetrics", "SpoolRoots", "spool_directory", "spool_roots"]
 
@@ -30,6 +33,9 @@ log = logging.getLogger(__name__)
 # Records sent per drain round; small enough to stay far below librdkafka's local queue.
 _DRAIN_BATCH = 500
 _MAX_BACKOFF = 5.0
+# A drain that has not moved for this long while Kafka confirms other messages is wedged:
+# held keys get 503 and /readyz says so.
+_WEDGED_SECONDS = 30.0
 
 
 def spool_directory(root: Path, bootstrap_servers: str) -> Path:
@@ -90,6 +96,18 @@ class KafkaSpool:
         self._drainer: asyncio.Task[None] | None = None
         self.spooled_total = 0
         self.drained_total = 0
+        # Records Kafka refused for good and the drain set aside (this run).
+        self.dead_lettered_total = 0
+        # Since when the drain has failed to move on, and why (None while it moves).
+        self._stuck_since: float | None = None
+        self._stuck_reason = ""
+        self._log = ThrottledLog(log)
+
+    @property
+    def label(self) -> str:
+        """The spool's name in metrics: its last two path parts (root or worker folder and
+        cluster), never the absolute path."""
+        return "/".join(self.spool.directory.parts[-2:])
 
     async def start(self) -> None:
         await self.spool.open()
@@ -123,8 +141,28 @@ class KafkaSpool:
 
     @property
     def accepting(self) -> bool:
-        """Whether the spool can take more events (not full, writer alive)."""
-        return self.spool.writable and self.spool.bytes < self.spool.max_bytes
+        """Whether the spool takes the next event (see :meth:`refusing_reason`)."""
+        return self.refusing_reason() is None
+
+    def refusing_reason(self) -> str | None:
+        """Why events for this spool get 503 now, or None: the spool itself refuses
+        (writer stopped, disk stalled or failing, next event would not fit), or its drain
+        is wedged although Kafka confirms other messages."""
+        reason = self.spool.refusing_reason()
+        if reason is not None:
+            return reason
+        stuck = self._stuck_since
+        if (
+            stuck is not None
+            and self._producer.delivering
+            and time.monotonic() - stuck > _WEDGED_SECONDS
+        ):
+            return f"spool drain makes no progress: {self._stuck_reason}"
+        return None
+
+    async def recheck(self) -> None:
+        """Let a spool whose last write failed probe its disk again (for readiness)."""
+        await self.spool.recheck()
 
     def status(self) -> dict[str, Any]:
         return {
@@ -132,6 +170,9 @@ class KafkaSpool:
             "events": self.spool.events,
             "bytes": self.spool.bytes,
             "oldest_age_seconds": round(self.spool.oldest_age, 3),
+            "refusing": self.refusing_reason(),
+            "dead_letters": self.spool.dead_letters,
+            "dead_letter_file": f"{self.label}/{DEAD_LETTER_FILE}",
         }
 
     async def _drain_forever(self) -> None:
@@ -139,17 +180,24 @@ class KafkaSpool:
         while True:
             try:
                 records = await self._next_records()
-                await self._send_in_order(records)
+                refused = await self._send_in_order(records)
                 await self.spool.confirm(records)
-                self.drained_total += len(records)
+                self.drained_total += len(records) - refused
+                self._stuck_since = None
                 backoff = 0.5
             except asyncio.CancelledError:
                 raise
-            except Exception:
+            except Exception as exc:
                 # A bug or a disk error: say so, wait, and go on — never die silently.
-                log.exception("spool drainer failed; trying again in %.1f s", backoff)
+                self._stuck(repr(exc))
+                if self._log.error("drainer", "spool drainer failed: %r; trying again", exc):
+                    log.debug("spool drainer failure", exc_info=True)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, _MAX_BACKOFF)
+
+    def _stuck(self, reason: str) -> None:
+        self._stuck_since = self._stuck_since or time.monotonic()
+        self._stuck_reason = reason
 
     async def _next_records(self) -> list[SpooledRecord]:
         while True:
@@ -159,11 +207,14 @@ class KafkaSpool:
                 return records
             await self.spool.changed.wait()
 
-    async def _send_in_order(self, records: list[SpooledRecord]) -> None:
+    async def _send_in_order(self, records: list[SpooledRecord]) -> int:
         """Produce every record (tasks are created, so produce() is called, in spool
-        order; librdkafka keeps that order per partition) until all are confirmed."""
+        order; librdkafka keeps that order per partition) until each is confirmed or
+        refused for good — those are set aside in the dead-letter file, so that one
+        record Kafka never takes cannot stop the drain. Returns how many were set aside."""
         remaining = records
         backoff = 0.5
+        set_aside = 0
         while remaining:
             if self._before_send is not None:
                 for topic in dict.fromkeys(r.topic for r in remaining):
@@ -172,22 +223,73 @@ class KafkaSpool:
                 *(self._producer.produce(r.topic, r.value, r.key, r.headers) for r in remaining),
                 return_exceptions=True,
             )
-            failed = [r for r, result in zip(remaining, results, strict=True) if _failed(result)]
+            refused = [
+                (r, _error_of(result))
+                for r, result in zip(remaining, results, strict=True)
+                if _refused(result)
+            ]
+            if refused:
+                await self._set_aside(refused)
+                set_aside += len(refused)
+            failed = [
+                r
+                for r, result in zip(remaining, results, strict=True)
+                if isinstance(result, BaseException) and not _refused(result)
+            ]
             if failed:
-                log.warning(
-                    "spool drain: Kafka did not confirm %d of %d events (%s); retrying in %.1f s",
+                reason = next(str(r) for r in results if isinstance(r, BaseException))
+                self._stuck(reason)
+                self._log.warning(
+                    "drain",
+                    "spool drain: Kafka did not confirm %d of %d events (%s); retrying",
                     len(failed),
                     len(remaining),
-                    next(r for r in results if _failed(r)),
-                    backoff,
+                    reason,
                 )
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, _MAX_BACKOFF)
             remaining = failed
+        return set_aside
+
+    async def _set_aside(self, refused: list[tuple[SpooledRecord, str]]) -> None:
+        """Write records Kafka refused for good to the dead-letter file (retrying while
+        the disk refuses: they must not be lost), counted and logged one by one."""
+        backoff = 0.5
+        for record, reason in refused:
+            while True:
+                try:
+                    await self.spool.set_aside([record], reason)
+                    break
+                except OSError as exc:
+                    self._stuck(f"dead-letter file not written: {exc}")
+                    self._log.error("dead-letter", "spool dead-letter write failed: %s", exc)
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, _MAX_BACKOFF)
+            self.dead_lettered_total += 1
+            log.error(
+                "spool: Kafka refuses a spooled event for good (%s): topic %s, key %.200r, "
+                "%d bytes; set aside in %s so the drain goes on — see docs/spool.md",
+                reason,
+                record.topic,
+                record.key,
+                len(record.value),
+                f"{self.label}/{DEAD_LETTER_FILE}",
+            )
 
 
-def _failed(result: object) -> bool:
-    return isinstance(result, BaseException)
+def _refused(result: object) -> bool:
+    """Kafka will never take this record (a KafkaException refused for good)."""
+    return (
+        isinstance(result, KafkaException)
+        and isinstance(result.args[0], KafkaError)
+        and refused_for_good(result.args[0])
+    )
+
+
+def _error_of(result: object) -> str:
+    assert isinstance(result, KafkaException)
+    error: KafkaError = result.args[0]
+    return error.str()
 
 
 class SpoolMetrics(Collector):
@@ -219,11 +321,30 @@ class SpoolMetrics(Collector):
             "Spooled events Kafka confirmed; its rate is the drain rate.",
             labels=["spool"],
         )
+        dead = CounterMetricFamily(
+            "lineage_proxy_spool_dead_lettered",
+            "Spooled events Kafka refused for good (e.g. too large), set aside in the "
+            "spool's dead-letter file so the drain goes on; alert on any increase.",
+            labels=["spool"],
+        )
+        write_failures = CounterMetricFamily(
+            "lineage_proxy_spool_write_failures",
+            "Spool group commits that failed (disk full, I/O error); their events got 503.",
+            labels=["spool"],
+        )
+        refusing = GaugeMetricFamily(
+            "lineage_proxy_spool_refusing",
+            "1 while the spool refuses events (full, disk failing or stalled, drain wedged).",
+            labels=["spool"],
+        )
         for kafka_spool in self._spools():
-            label = [str(kafka_spool.spool.directory)]
+            label = [kafka_spool.label]
             events.add_metric(label, kafka_spool.spool.events)
             size.add_metric(label, kafka_spool.spool.bytes)
             age.add_metric(label, kafka_spool.spool.oldest_age)
             spooled.add_metric(label, kafka_spool.spooled_total)
             drained.add_metric(label, kafka_spool.drained_total)
-        yield from (events, size, age, spooled, drained)
+            dead.add_metric(label, kafka_spool.dead_lettered_total)
+            write_failures.add_metric(label, kafka_spool.spool.failed_writes)
+            refusing.add_metric(label, 0 if kafka_spool.refusing_reason() is None else 1)
+        yield from (events, size, age, spooled, drained, dead, write_failures, refusing)

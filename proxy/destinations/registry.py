@@ -106,7 +106,7 @@ class DestinationResources:
     def _kafka_spool(self, directory: Path, producer: KafkaProducer) -> KafkaSpool:
         config = self.kafka.spool
         return KafkaSpool(
-            Spool(directory, config.max_bytes, config.segment_bytes),
+            Spool(directory, config.max_bytes, config.segment_bytes, config.write_timeout_seconds),
             producer,
             before_send=functools.partial(self._create_wanted, producer),
         )

@@ -25,7 +25,14 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from proxy.destinations.base import DeliveryError, Destination, payload_limit, reads_event
+from proxy.destinations.base import (
+    DeliveryError,
+    Destination,
+    TooLarge,
+    payload_limit,
+    reads_event,
+    size_refusal,
+)
 from proxy.destinations.retry_config import BreakerConfig, RetryConfig
 
 __all__ = [
@@ -248,6 +255,10 @@ class RetryingDestination:
     def max_payload_bytes(self) -> int | None:
         """The inner destination's payload limit (Kafka learns it at start)."""
         return payload_limit(self.inner)
+
+    def refuses_size(self, event: dict[str, Any], payload: bytes) -> TooLarge | None:
+        """The inner destination's size check (Kafka counts its key and headers too)."""
+        return size_refusal(self.inner, event, payload)
 
     async def start(self) -> None:
         await self.inner.start()

@@ -17,7 +17,16 @@ and every record before it is kept.
 
 Appends are group-committed on a worker thread — everything that arrived while the
 previous write+fsync ran goes to disk in the next one — so the event loop never blocks
-and throughput is not one fsync per event.
+and throughput is not one fsync per event. Writes are unbuffered ``os.pwrite`` at the
+segment's fsynced length: a refused write (disk full, I/O error) is cut back with
+``ftruncate`` and leaves nothing behind in memory, so the spool's byte, event and per-key
+counts are always those of the records on disk. An append not fsynced within
+``write_timeout_seconds`` (a stalled disk) fails, and while a write is stuck new appends
+fail at once. See docs/spool.md for the guarantees.
+
+Beside the segments: ``cursor`` (where the drainer got to, so a restart does not resend a
+drained segment prefix) and ``dead-letters.spool`` (records Kafka refused for good, in the
+segment format, each with a ``spool_refused`` header saying why).
 """
 
 from __future__ import annotations
@@ -39,10 +48,16 @@ from typing import IO
 
 import orjson
 
+from proxy.destinations.disk_writes import disk_accepts, write_all_at
+from proxy.throttled_log import ThrottledLog
+
 __all__ = [
+    "DEAD_LETTER_FILE",
     "Spool",
     "SpoolFull",
     "SpoolLocked",
+    "SpoolRefused",
+    "SpoolStalled",
     "SpooledRecord",
     "decode_records",
     "encode_record",
@@ -54,14 +69,31 @@ log = logging.getLogger(__name__)
 _HEAD = struct.Struct(">III")
 _SUFFIX = ".spool"
 _LOCK_NAME = ".lock"
+_CURSOR_NAME = "cursor"
+# Records Kafka refused for good (too large, invalid): set aside so the drain goes on.
+DEAD_LETTER_FILE = "dead-letters.spool"
+# The header a dead letter carries: why Kafka refused it.
+REFUSED_HEADER = "spool_refused"
+# segment number, offset, crc32 of both.
+_CURSOR = struct.Struct(">QQI")
+_PROBE_PREFIX = ".probe-"
+_PROBE_BYTES = 64 * 1024
 # How much of a segment the drainer reads at a time.
 _READ_CHUNK = 4 * 1024 * 1024
 
 Headers = list[tuple[str, bytes]]
 
 
-class SpoolFull(Exception):
+class SpoolRefused(Exception):
+    """The spool did not store the event; trying again later may work."""
+
+
+class SpoolFull(SpoolRefused):
     """The spool holds ``max_bytes`` already; the event was not stored."""
+
+
+class SpoolStalled(SpoolRefused):
+    """The spool's disk did not fsync within ``write_timeout_seconds``."""
 
 
 class SpoolLocked(RuntimeError):
@@ -132,9 +164,13 @@ def decode_records(data: bytes, segment: int) -> tuple[list[SpooledRecord], int]
 class _Segment:
     number: int
     path: Path
-    # Bytes on disk and fsynced (what a reader may read).
+    # Bytes on disk and fsynced (what a reader may read); the file holds exactly these
+    # unless ``torn``.
     size: int = 0
-    handle: IO[bytes] | None = None
+    fd: int | None = None
+    # A failed write could not be cut back yet: bytes past ``size`` to remove before
+    # the next write.
+    torn: bool = False
 
 
 @dataclass(slots=True)
@@ -152,11 +188,20 @@ class Spool:
     under one lock.
     """
 
-    def __init__(self, directory: Path, max_bytes: int, segment_bytes: int) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        max_bytes: int,
+        segment_bytes: int,
+        write_timeout_seconds: float = 2.0,
+    ) -> None:
         self.directory = directory
         self.max_bytes = max_bytes
         self.segment_bytes = segment_bytes
+        self.write_timeout_seconds = write_timeout_seconds
         self.events = 0
+        # Records set aside in the dead-letter file (this run and earlier ones).
+        self.dead_letters = 0
         self.bytes = 0
         self._keys: Counter[tuple[str, str | None]] = Counter()
         self._oldest: float | None = None
@@ -170,13 +215,23 @@ class Spool:
         self.changed = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
         self._stopping = False
+        # Monotonic time the running write+fsync started (None when idle).
+        self._write_started: float | None = None
+        # Why the last write failed; None once one succeeds (or a probe does).
+        self._write_error: str | None = None
+        # Size of the last frame refused for want of room: while it still would not
+        # fit, the spool refuses (readiness must say so before the next event comes).
+        self._refused_frame = 0
+        # Group commits that failed; logged at a limited rate (the log may share the disk).
+        self._failed_writes = 0
+        self._log = ThrottledLog(log)
 
     # -- lifetime -------------------------------------------------------------------
 
     async def open(self) -> None:
         """Lock the directory, cut torn tails, and count what an earlier process left
         (the drainer sends it first)."""
-        self._keys, self._oldest = await asyncio.to_thread(self._recover)
+        self._keys, self._oldest, self.dead_letters = await asyncio.to_thread(self._recover)
         self.events = self._keys.total()
         self.bytes = sum(s.size for s in self._segments)
         if self.events:
@@ -202,6 +257,35 @@ class Spool:
     def writable(self) -> bool:
         return self._writer is not None and not self._writer.done()
 
+    def stalled(self) -> bool:
+        """Whether the running write has taken longer than ``write_timeout_seconds``."""
+        started = self._write_started
+        return started is not None and time.monotonic() - started > self.write_timeout_seconds
+
+    def refusing_reason(self) -> str | None:
+        """Why the spool would refuse the next event right now, or None when it takes
+        it: the writer stopped, the disk is stalled, the last write failed (until a
+        write or :meth:`recheck` works again), or the next event would not fit."""
+        if not self.writable:
+            return "the spool writer stopped"
+        if self.stalled():
+            return (
+                f"spool disk stalled: a write has not returned in {self.write_timeout_seconds:g} s"
+            )
+        if self._write_error is not None:
+            return f"spool write failed: {self._write_error}"
+        if self._refused_frame and self.bytes + self._refused_frame > self.max_bytes:
+            return f"spool full: it holds {self.bytes} of {self.max_bytes} bytes"
+        return None
+
+    async def recheck(self) -> None:
+        """After a failed write, probe the disk (a small write + fsync) so that a freed
+        disk is seen without waiting for the next event."""
+        if self._write_error is None or self.stalled():
+            return
+        if await asyncio.to_thread(disk_accepts, self.directory, _PROBE_PREFIX, _PROBE_BYTES):
+            self._write_error = None
+
     def holds(self, topic: str, key: str | None) -> bool:
         """Whether messages with this key wait in the spool (later ones must wait too)."""
         return self._keys.get((topic, key), 0) > 0
@@ -211,11 +295,17 @@ class Spool:
         return 0.0 if self._oldest is None else max(0.0, time.time() - self._oldest)
 
     async def append(self, topic: str, key: str | None, headers: Headers, value: bytes) -> None:
-        """Return once the message is fsynced; raise :class:`SpoolFull` or ``OSError``."""
+        """Return once the message is fsynced; raise :class:`SpoolRefused` (full, or not
+        fsynced within ``write_timeout_seconds``) or ``OSError`` (the write failed)."""
+        if self.stalled():
+            raise SpoolStalled(
+                f"spool disk stalled: a write has not returned in {self.write_timeout_seconds:g} s"
+            )
         now = time.time()
         frame = encode_record(topic, key, headers, value, now)
         if self.bytes + len(frame) > self.max_bytes:
-            raise SpoolFull(f"spool {self.directory} holds {self.bytes} of {self.max_bytes} bytes")
+            self._refused_frame = len(frame)
+            raise SpoolFull(f"spool holds {self.bytes} of {self.max_bytes} bytes")
         spool_key = (topic, key)
         # Counted at once, before the fsync, so the next event with this key queues behind.
         self.bytes += len(frame)
@@ -223,10 +313,24 @@ class Spool:
         self._keys[spool_key] += 1
         if self._oldest is None:
             self._oldest = now
-        done = asyncio.get_running_loop().create_future()
-        self._pending.append(_Append(frame, spool_key, done))
+        loop = asyncio.get_running_loop()
+        item = _Append(frame, spool_key, loop.create_future())
+        self._pending.append(item)
         self._wake.set()
-        await done
+        timer = loop.call_later(self.write_timeout_seconds, self._expire, item)
+        try:
+            await item.done
+        finally:
+            timer.cancel()
+
+    def _expire(self, item: _Append) -> None:
+        """The append's deadline passed: its caller hears "not stored". If the record
+        is not being written yet, it never will be (see :meth:`_write_loop`); if it is,
+        it may still land and then reaches Kafka although its client was told 503."""
+        if not item.done.done():
+            item.done.set_exception(
+                SpoolStalled(f"not fsynced within {self.write_timeout_seconds:g} s")
+            )
 
     # -- what the drainer asks ------------------------------------------------------
 
@@ -234,9 +338,16 @@ class Spool:
         """Up to ``limit`` fsynced records from the cursor on, in spool order."""
         return await asyncio.to_thread(self._read, limit)
 
+    async def set_aside(self, records: list[SpooledRecord], reason: str) -> None:
+        """Append ``records`` (which Kafka refused for good) to the dead-letter file,
+        fsynced, each with a header saying why; the caller then confirms them."""
+        await asyncio.to_thread(self._write_dead_letters, records, reason)
+        self.dead_letters += len(records)
+
     async def confirm(self, records: list[SpooledRecord]) -> None:
-        """Kafka has ``records`` (the batch :meth:`read` returned, all of it): move the
-        cursor past them and delete every segment left behind."""
+        """Kafka has ``records`` (the batch :meth:`read` returned, all of it), or they were
+        set aside: move the cursor past them, persist it, and delete every segment left
+        behind."""
         if not records:
             return
         for record in records:
@@ -266,15 +377,34 @@ class Spool:
                 self._wake.clear()
                 continue
             batch, self._pending = self._pending, []
+            # Appends whose deadline passed while queued were told "not stored": drop them.
+            for item in batch:
+                if item.done.done():
+                    self._undo(item)
+            batch = [item for item in batch if not item.done.done()]
+            if not batch:
+                continue
+            self._write_started = time.monotonic()
             try:
                 await asyncio.to_thread(self._write, [a.frame for a in batch])
             except OSError as exc:
-                log.error("spool write failed: %s", exc)
+                self._write_error = str(exc)
+                self._failed_writes += 1
+                self._log.error(
+                    "write",
+                    "spool %s: write failed, %d events answered 503: %s",
+                    self.directory.name,
+                    len(batch),
+                    exc,
+                )
                 for item in batch:
                     self._undo(item)
                     if not item.done.done():
                         item.done.set_exception(exc)
                 continue
+            finally:
+                self._write_started = None
+            self._write_error = None
             for item in batch:
                 if not item.done.done():
                     item.done.set_result(None)
@@ -287,9 +417,14 @@ class Spool:
         if self._keys[item.key] <= 0:
             del self._keys[item.key]
 
-    def _recover(self) -> tuple[Counter[tuple[str, str | None]], float | None]:
-        """Keys of the records left on disk and the oldest one's time; one segment in
-        memory at a time."""
+    @property
+    def failed_writes(self) -> int:
+        return self._failed_writes
+
+    def _recover(self) -> tuple[Counter[tuple[str, str | None]], float | None, int]:
+        """Keys of the records left on disk (after the persisted cursor), the oldest
+        one's time and how many dead letters there are; one segment in memory at a
+        time."""
         self.directory.mkdir(parents=True, exist_ok=True)
         lock_file = (self.directory / _LOCK_NAME).open("ab")
         try:
@@ -303,8 +438,13 @@ class Spool:
         self._lock_file = lock_file
         keys: Counter[tuple[str, str | None]] = Counter()
         oldest: float | None = None
+        drained_to = self._read_cursor()
         for path in sorted(self.directory.glob(f"segment-*{_SUFFIX}")):
             number = int(path.name[len("segment-") : -len(_SUFFIX)])
+            if drained_to is not None and number < drained_to[0]:
+                # Drained in full; the process stopped before it could delete it.
+                path.unlink()
+                continue
             data = path.read_bytes()
             found, valid = decode_records(data, number)
             if valid < len(data):
@@ -321,47 +461,124 @@ class Spool:
             if not found:
                 path.unlink()
                 continue
-            keys.update((r.topic, r.key) for r in found)
-            oldest = found[0].spooled_at if oldest is None else oldest
+            start = 0
+            if not self._segments and drained_to is not None and drained_to[0] == number:
+                ends = {0, *(r.end for r in found)}
+                start = drained_to[1] if drained_to[1] in ends else 0
+            left = [r for r in found if r.end > start]
+            keys.update((r.topic, r.key) for r in left)
+            if left and oldest is None:
+                oldest = left[0].spooled_at
             self._segments.append(_Segment(number, path, valid))
-        if self._segments:
-            self._cursor = (self._segments[0].number, 0)
-        return keys, oldest
+            if len(self._segments) == 1:
+                self._cursor = (number, start)
+        if not self._segments and drained_to is not None:
+            # New segments are numbered after the drained ones (the cursor names them).
+            self._cursor = (drained_to[0], 0)
+        dead_path = self.directory / DEAD_LETTER_FILE
+        dead = len(decode_records(dead_path.read_bytes(), 0)[0]) if dead_path.exists() else 0
+        return keys, oldest, dead
+
+    def _read_cursor(self) -> tuple[int, int] | None:
+        """The persisted drain cursor, or None (absent or unreadable: start at 0)."""
+        try:
+            data = (self.directory / _CURSOR_NAME).read_bytes()
+        except FileNotFoundError:
+            return None
+        if len(data) != _CURSOR.size:
+            return None
+        number, offset, crc = _CURSOR.unpack(data)
+        if zlib.crc32(data[:16]) != crc:
+            log.warning("spool %s: unreadable drain cursor ignored", self.directory)
+            return None
+        return number, offset
+
+    def _persist_cursor(self) -> None:
+        """Write the cursor in place (20 bytes, one sector) and fsync: after a restart
+        the drain goes on from here instead of resending the segment from its start.
+        A crash between Kafka's confirmation and this write resends one drain batch."""
+        number, offset = self._cursor
+        head = struct.pack(">QQ", number, offset)
+        data = head + struct.pack(">I", zlib.crc32(head))
+        try:
+            fd = os.open(
+                self.directory / _CURSOR_NAME, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644
+            )
+            try:
+                write_all_at(fd, data, 0)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            log.warning(
+                "spool %s: drain cursor not saved (%s); a restart may resend up to one "
+                "segment of events",
+                self.directory,
+                exc,
+            )
 
     def _write(self, frames: list[bytes]) -> None:
+        """Write + fsync ``frames`` at the end of the active segment, all or nothing:
+        on failure the segment is cut back to its fsynced length."""
         with self._lock:
             active = self._segments[-1] if self._segments else None
-            if active is None or active.handle is None or active.size >= self.segment_bytes:
-                if active is not None and active.handle is not None:
-                    active.handle.close()
-                    active.handle = None
+            if active is not None and active.torn:
+                _cut_back(active)  # raises while the cut still fails: nothing written
+            if active is None or active.fd is None or active.size >= self.segment_bytes:
+                if active is not None and active.fd is not None:
+                    os.close(active.fd)
+                    active.fd = None
                 active = self._new_segment()
-            assert active.handle is not None
+            assert active.fd is not None
             data = b"".join(frames)
             try:
-                active.handle.write(data)
-                active.handle.flush()
-                os.fsync(active.handle.fileno())
+                write_all_at(active.fd, data, active.size)
+                os.fsync(active.fd)
             except OSError:
-                # Cut back to what was fsynced so no half record stays in the middle.
+                # Nothing of a refused batch may stay: its clients hear 503 and resend.
                 with contextlib.suppress(OSError):
-                    active.handle.truncate(active.size)
+                    _cut_back(active)
                 raise
             active.size += len(data)
 
     def _new_segment(self) -> _Segment:
         number = (self._segments[-1].number if self._segments else self._cursor[0]) + 1
         path = self.directory / f"segment-{number:012d}{_SUFFIX}"
-        segment = _Segment(number, path, 0, path.open("ab"))
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            _fsync_directory(self.directory)
+        except OSError:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                path.unlink()
+            raise
+        segment = _Segment(number, path, 0, fd)
         self._segments.append(segment)
         if len(self._segments) == 1:
             self._cursor = (number, 0)
-        dir_fd = os.open(self.directory, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
         return segment
+
+    def _write_dead_letters(self, records: list[SpooledRecord], reason: str) -> None:
+        header = (REFUSED_HEADER, reason.encode("utf-8", "replace"))
+        data = b"".join(
+            encode_record(r.topic, r.key, [*r.headers, header], r.value, r.spooled_at)
+            for r in records
+        )
+        path = self.directory / DEAD_LETTER_FILE
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            size = os.fstat(fd).st_size
+            try:
+                write_all_at(fd, data, size)
+                os.fsync(fd)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, size)
+                raise
+        finally:
+            os.close(fd)
+        if size == 0:
+            _fsync_directory(self.directory)
 
     def _read(self, limit: int) -> list[SpooledRecord]:
         with self._lock:
@@ -396,9 +613,9 @@ class Spool:
                 if first.number > number or offset < first.size:
                     break
                 # The active segment goes too once drained: the next write opens a new one.
-                if first.handle is not None:
-                    first.handle.close()
-                    first.handle = None
+                if first.fd is not None:
+                    os.close(first.fd)
+                    first.fd = None
                 first.path.unlink(missing_ok=True)
                 freed += first.size
                 self._segments.pop(0)
@@ -406,14 +623,33 @@ class Spool:
                     self._cursor = (self._segments[0].number, 0)
                 else:
                     self._cursor = (first.number, 0)
+            self._persist_cursor()
         return freed
 
     def _close_files(self) -> None:
         with self._lock:
             for segment in self._segments:
-                if segment.handle is not None:
-                    segment.handle.close()
-                    segment.handle = None
+                if segment.fd is not None:
+                    os.close(segment.fd)
+                    segment.fd = None
         if self._lock_file is not None:
             self._lock_file.close()
             self._lock_file = None
+
+
+def _cut_back(segment: _Segment) -> None:
+    """Cut ``segment``'s file to its fsynced length; remembers (``torn``) when it fails."""
+    assert segment.fd is not None
+    segment.torn = True
+    os.ftruncate(segment.fd, segment.size)
+    os.fsync(segment.fd)
+    segment.torn = False
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make a new name in ``directory`` survive a crash."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

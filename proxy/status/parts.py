@@ -114,7 +114,7 @@ def _merged_details(notes: Sequence[dict[str, Any]]) -> dict[str, Any]:
         elif all(isinstance(v, int | float) for v in values):
             merged[key] = max(values) if key.endswith("age_seconds") else sum(values)
         else:
-            merged[key] = values[0]
+            merged[key] = next((v for v in values if v is not None), None)
     return merged
 
 
