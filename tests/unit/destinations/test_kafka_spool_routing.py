@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 from confluent_kafka import KafkaError, KafkaException
 
+from proxy.destinations.base import DeliveryError
 from proxy.destinations.kafka import KafkaDestination
 from proxy.destinations.kafka_spool import KafkaSpool
 from proxy.destinations.spool import Spool
@@ -78,4 +79,33 @@ async def test_while_kafka_is_known_down_events_are_spooled_without_waiting(tmp_
     producer.delivering = False
     assert await _deliver(destination, run_event()) is True
     assert producer.sent == [] and spool.spool.events == 1
+    await spool.spool.close()
+
+
+class ReachableProducerDouble(ProducerDouble):
+    """ProducerDouble whose cluster answers metadata requests (the broker is up)."""
+
+    def cluster_reachable(self, timeout: float) -> bool:
+        return True
+
+
+async def test_not_ready_while_held_keys_wait_behind_a_spool_that_refuses(tmp_path: Path):
+    """The broker answers again, but the spool is full (the next event would not fit)
+    and holds keys whose later events must queue behind it: they get 503, so /readyz
+    must not say 200 (issue 25, item 7)."""
+    producer = ReachableProducerDouble()
+    spool = KafkaSpool(Spool(tmp_path, 3000, 1 << 16), producer)  # type: ignore[arg-type]
+    await spool.spool.open()  # no drainer: the spool stays as full as it is
+    destination = KafkaDestination("kafka", producer, "t", spool=spool)  # type: ignore[arg-type]
+    producer.delivering = False
+    refused = 0
+    for _ in range(10):
+        try:
+            await _deliver(destination, run_event(name="held"))
+        except DeliveryError:
+            refused += 1
+    assert refused and spool.spool.bytes < spool.spool.max_bytes
+    producer.delivering = True  # the broker is back; the drain has not caught up
+    assert not await destination.ready()
+    assert "full" in (destination.readiness() or {}).get("refusing", "")
     await spool.spool.close()
