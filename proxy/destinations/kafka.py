@@ -128,6 +128,15 @@ class KafkaProducer:
             assert current is not None and current.producer is not None
             try:
                 current.producer.poll(0.05)
+            except KafkaException as exc:
+                err = exc.args[0] if exc.args else None
+                if isinstance(err, KafkaError) and _breaks_producer(err):
+                    # Expected after a broker was replaced or paused (UNKNOWN_PRODUCER_ID,
+                    # fenced epoch): not a bug, so no traceback; the producer is replaced.
+                    current.fatal = current.fatal or err
+                else:
+                    log.exception("Kafka poll raised; polling goes on")
+                    time.sleep(0.05)
             except Exception:
                 # A raising callback must not end delivery reports for everyone.
                 log.exception("Kafka poll raised; polling goes on")
