@@ -46,7 +46,8 @@ async def test_unknown_producer_id_from_poll_replaces_the_producer_without_a_tra
         producer.start()
         first = producer._current
         assert first is not None and first.producer is not None
-        first.producer = FencedOnPollDouble(first.producer)
+        # The double stands in for the librdkafka Producer by poll() alone, not by type.
+        first.producer = FencedOnPollDouble(first.producer)  # type: ignore[assignment]
         try:
             await wait_for(lambda: producer._current is not first, 20, "a new producer")
         finally:
