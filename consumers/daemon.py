@@ -341,6 +341,11 @@ class ConsumerDaemon:
     async def _handle(self, messages: list[Message]) -> None:
         ready: list[tuple[Message, dict[str, Any]]] = []
         for message in messages:
+            if self.dedupe is not None and self.dedupe.seen(_dead_letter_identity(message)):
+                # Dead-lettered by an earlier run that crashed before committing past it.
+                self.metrics.duplicates_skipped.inc()
+                self._done(message)
+                continue
             value = message.value() or b""
             event = parse_event(value) if self._reads_event else checked_event(value)
             if event is None:
@@ -414,6 +419,11 @@ class ConsumerDaemon:
         )
         if self.config.dead_letter.enabled:
             await self.dead_letter.send(message, reason, error)
+        if self.dedupe is not None:
+            # Journaled before the offset may be committed, like a delivery: a restart
+            # after a crash does not dead-letter this message a second time. Keyed by
+            # its place in the log, not the event, so a redriven copy is delivered.
+            await self.dedupe.add(_dead_letter_identity(message))
         self.metrics.dead_lettered.labels(self.name, why).inc()
         self._done(message)
 
@@ -505,3 +515,8 @@ class ConsumerDaemon:
                 f"deliveries wait, next probe in {self.breaker.seconds_to_probe():.1f} s"
             )
         return problems
+
+
+def _dead_letter_identity(message: Message) -> str:
+    """The dedupe identity of a dead-lettered message: its topic, partition and offset."""
+    return f"dead-letter:{message.topic()}:{message.partition()}:{message.offset()}"

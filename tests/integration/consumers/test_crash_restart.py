@@ -26,6 +26,7 @@ from tests.integration.consumers.conftest import (
     committed_offsets,
     consume_process,
     consume_until,
+    dead_letter_count,
     encoded,
     produce,
     sequenced_run_events,
@@ -93,3 +94,37 @@ async def test_sigkill_mid_stream_then_restart_delivers_everything(
         committed_offsets, broker.bootstrap_servers, f"group.{topic}", topic, 1
     )
     assert committed == [EVENTS]
+
+
+async def test_a_dead_letter_is_not_written_twice_after_a_crash_with_the_dedupe_journal(
+    broker, topic_with, tmp_path
+):
+    """The first event is refused by Marquez (422, dead-lettered), then the process is
+    killed before it commits; the restarted one must not dead-letter it again (issue 25)."""
+    topic = topic_with(1)
+    events = sequenced_run_events(runs=1, per_run=EVENTS)
+    key, refused = events[0]
+    refused = {**refused, "job": {**refused["job"], "name": None}}  # Marquez: 422
+    config = tmp_path / "config.yaml"
+    await asyncio.to_thread(
+        produce, broker.bootstrap_servers, topic, encoded([(key, refused), *events[1:]])
+    )
+    async with MarquezDouble() as marquez:
+        port = _write_config(config, broker.bootstrap_servers, topic, marquez.url, dedupe=True)
+        marquez.hold_after(KILL_AFTER)
+        first = consume_process(config, "m")
+        try:
+            await wait_for(lambda: marquez.held > 0 or first.poll() is not None, what="hold")
+            assert first.poll() is None, first.log()
+        finally:
+            first.send_signal(signal.SIGKILL)
+            await asyncio.to_thread(first.wait)
+        marquez.release()
+        await consume_until(
+            config,
+            "m",
+            port,
+            lambda: len({e["run"]["facets"]["seq"]["n"] for e in marquez.events}) == EVENTS - 1,
+        )
+    dead = await asyncio.to_thread(dead_letter_count, broker.bootstrap_servers, topic)
+    assert dead == 1  # the first process dead-lettered it; the second one skipped it
