@@ -281,16 +281,24 @@ async def redrive(
     out: TextIO | None = None,
     progress: TextIO | None = None,
     progress_every: float = 5.0,
+    max_attempts: int = 5,
 ) -> ReplayResult:
     """Send ``records`` one by one, in order, to topic or consumer ``to``; print
     ``redriven ID`` for each one taken and ``failed ID: why`` for each not taken (to
     ``out``, default stdout), and every ``progress_every`` seconds how far it got (to
-    ``progress``, default stderr)."""
+    ``progress``, default stderr).
+
+    A consumer's target is tried ``max_attempts`` times per record (not forever, as its
+    daemon would); when it stays unreachable the redrive stops there, says so, and
+    prints ``not tried ID`` for each record after it: run it again once the target is
+    back (records printed ``redriven`` were sent; sending them again sends twice)."""
     out = out or sys.stdout
     progress = progress or sys.stderr
     result = ReplayResult()
     last = time.monotonic()
-    async with replay_target(consumers, kafka, to, to_topic=to_topic) as destination:
+    async with replay_target(
+        consumers, kafka, to, to_topic=to_topic, max_attempts=None if to_topic else max_attempts
+    ) as destination:
         for done, record in enumerate(records, 1):
             event = record.event
             if event is None:
@@ -301,6 +309,16 @@ async def redrive(
                 )
             elif await send_one(destination, event, record.value, result):
                 print(f"redriven {record.id}", file=out)
+            elif not to_topic and result.last_failure_retriable:
+                print(
+                    f"failed {record.id}: {to} unreachable after {max_attempts} attempts; stopping",
+                    file=out,
+                )
+                for untried in records[done:]:
+                    print(f"not tried {untried.id}", file=out)
+                result.untried = len(records) - done
+                out.flush()
+                break
             else:
                 print(f"failed {record.id}: {to} did not take it (see the log)", file=out)
             out.flush()

@@ -41,7 +41,13 @@ from consumers.config import ConsumerConfig
 from consumers.sorted_day import LineReader, SortedDay, sort_day
 from proxy.destinations.archive import escape_partition_value, finished_files
 from proxy.destinations.base import DeliveryError, Destination
-from proxy.destinations.config import KafkaConfig, KafkaDestinationConfig, SpoolConfig
+from proxy.destinations.config import (
+    DestinationConfig,
+    HttpDestinationConfig,
+    KafkaConfig,
+    KafkaDestinationConfig,
+    SpoolConfig,
+)
 from proxy.destinations.registry import DestinationResources, build_destination
 from proxy.destinations.retry import CircuitBreaker
 from proxy.openlineage import subject_name
@@ -104,6 +110,10 @@ class ReplayResult:
     sent: int = 0
     failed: int = 0
     unreadable: int = 0
+    # Whether the last failure was retriable (the target unreachable), not a refusal.
+    last_failure_retriable: bool = False
+    # Records a redrive did not try after its target stayed unreachable.
+    untried: int = 0
 
 
 def _days(archive: Path, keep: ReplayFilter) -> dict[date, list[Path]]:
@@ -260,12 +270,17 @@ async def replay_target(
     *,
     to_topic: bool = False,
     create_topic: bool = False,
+    max_attempts: int | None = None,
 ) -> AsyncIterator[Destination]:
     """The destination that re-sent events go to: consumer ``to``'s target (with its
     retry policy and circuit breaker), or with ``to_topic`` topic ``to`` of the ``kafka``
     cluster, keyed as the proxy keys events. Nothing is guessed from a name: an unknown
     consumer is a ConfigError, and so is a missing topic unless ``create_topic`` (a typo
-    must not become a new topic full of events). Closed (Kafka flushed) on exit."""
+    must not become a new topic full of events). Closed (Kafka flushed) on exit.
+
+    ``max_attempts`` bounds the consumer target's retries (a daemon retries forever; an
+    operator's one-off command must end): then there is no circuit breaker either, and
+    a retriable failure is given up after that many attempts."""
     if not to_topic and to not in consumers:
         known = ", ".join(sorted(consumers)) or "none configured"
         raise ConfigError(f"--to-consumer {to}: no such consumer (configured: {known})")
@@ -283,13 +298,14 @@ async def replay_target(
     try:
         if to_topic and not create_topic:
             await _require_topic(resources, to)
+        bounded = max_attempts is not None
         destination = await build_destination(
             to,
             KafkaDestinationConfig(kind="kafka", topic=to)
             if to_topic
-            else consumers[to].destination(),
+            else _with_attempts(consumers[to].destination(), max_attempts),
             resources,
-            breaker=None if to_topic else CircuitBreaker(consumers[to].circuit_breaker),
+            breaker=None if to_topic or bounded else CircuitBreaker(consumers[to].circuit_breaker),
             on_retry=lambda error, attempt, delay: log.info(
                 "retry %d in %.1fs: %s", attempt, delay, error.reason
             ),
@@ -302,6 +318,22 @@ async def replay_target(
     finally:
         await destination.close()
         await resources.close(_FLUSH_SECONDS)
+
+
+def _with_attempts(config: DestinationConfig, max_attempts: int | None) -> DestinationConfig:
+    """``config`` with its retry policy giving up after ``max_attempts`` (None: as is)."""
+    if max_attempts is None:
+        return config
+    if isinstance(config, HttpDestinationConfig):
+        retry = config.target.retry.model_copy(update={"max_attempts": max_attempts})
+        return config.model_copy(
+            update={"target": config.target.model_copy(update={"retry": retry})}
+        )
+    if config.retry is None:
+        return config
+    return config.model_copy(
+        update={"retry": config.retry.model_copy(update={"max_attempts": max_attempts})}
+    )
 
 
 async def _require_topic(resources: DestinationResources, topic: str) -> None:
@@ -326,6 +358,7 @@ async def send_one(
         await destination.deliver(event, payload)
     except DeliveryError as exc:
         result.failed += 1
+        result.last_failure_retriable = exc.retriable
         subject = subject_name(event)
         log.warning(
             "not re-sent (%s) %s at %s: %s",

@@ -313,6 +313,8 @@ def _cmd_dlq(args: argparse.Namespace) -> int:
     if args.dlq_command == "show":
         ids = (args.id,)
     selection = Selection(ids, args.consumer, since, args.reason, args.limit)
+    if args.dlq_command == "redrive" and args.max_attempts < 1:
+        raise UsageError(f"--max-attempts {args.max_attempts}: must be 1 or more")
     if args.dlq_command == "redrive" and not (ids or selection.filters or args.all):
         raise UsageError("say which records: IDs, --consumer/--since/--reason, or --all")
     try:
@@ -342,12 +344,25 @@ def _cmd_dlq(args: argparse.Namespace) -> int:
         return EXIT_OK
     try:
         result = asyncio.run(
-            redrive(chosen, config.consumers, config.kafka, to, to_topic=args.to_topic is not None)
+            redrive(
+                chosen,
+                config.consumers,
+                config.kafka,
+                to,
+                to_topic=args.to_topic is not None,
+                max_attempts=args.max_attempts,
+            )
         )
     except ConfigError as exc:  # the target named on the command line: one line
         raise UsageError(str(exc)) from None
-    failed = result.failed + result.unreadable
+    failed = result.failed + result.unreadable + result.untried
     print(f"redrive: {result.sent} of {len(chosen)} re-sent to {to}, {failed} not", file=sys.stderr)
+    if result.untried:
+        print(
+            f"redrive: stopped: {to} stayed unreachable after {args.max_attempts} attempts; "
+            f"{result.untried} records not tried — run it again once {to} is back",
+            file=sys.stderr,
+        )
     return EXIT_INVALID if failed else EXIT_OK
 
 
@@ -383,6 +398,14 @@ def _add_dlq_commands(commands: argparse._SubParsersAction[argparse.ArgumentPars
     redrive = parsers["redrive"]
     redrive.add_argument("--all", action="store_true", help="every record (no filter)")
     redrive.add_argument("--dry-run", action="store_true", help="say what would be sent")
+    redrive.add_argument(
+        "--max-attempts",
+        type=int,
+        default=5,
+        metavar="N",
+        help="tries per record to a consumer's target; when it stays unreachable the "
+        "redrive stops and lists the records not tried (default: 5)",
+    )
     to = redrive.add_mutually_exclusive_group()
     to.add_argument("--to-topic", metavar="TOPIC", help="default: the topic they came from")
     to.add_argument("--to-consumer", metavar="NAME", help="a configured consumer's target")

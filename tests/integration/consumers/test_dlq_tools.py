@@ -12,6 +12,8 @@ import asyncio
 import contextlib
 import io
 import logging
+import subprocess
+import sys
 from pathlib import Path
 
 import orjson
@@ -19,6 +21,8 @@ import pytest
 import yaml
 
 from proxy.cli import main
+from proxy.embedded_broker import free_port
+from tests.conftest import REPO
 from tests.doubles.marquez_double import MarquezDouble
 from tests.doubles.target_double import TargetDouble
 from tests.integration.consumers.conftest import (
@@ -175,3 +179,44 @@ async def test_dead_letters_are_listed_shown_and_redriven_without_leaving_the_dl
     # Re-driving never removed anything: the DLQ holds the three, as before.
     kept = await asyncio.to_thread(read_all_produced_so_far, bootstrap, dlq_topic)
     assert sorted(f"{r.partition}:{r.offset}" for r in kept) == sorted(e["id"] for e in listed)
+
+
+async def test_redrive_to_an_unreachable_consumer_target_stops_after_bounded_attempts(
+    broker, topic, tmp_path: Path
+):
+    """Nothing listens at the consumer's URL. The redrive must end on its own (a real
+    process, killed if it has not ended in a minute), say that the target stayed
+    unreachable and name the records it did not try (issue 25, item 7)."""
+    dlq = f"{topic}.dlq"
+    await asyncio.to_thread(create_topic, broker.bootstrap_servers, dlq, 1)
+    events = [run_event() for _ in range(3)]
+    await asyncio.to_thread(
+        produce, broker.bootstrap_servers, dlq, [(KEY, orjson.dumps(e)) for e in events]
+    )
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "kafka": {"bootstrap_servers": broker.bootstrap_servers, "topic": topic},
+                "consumers": {
+                    "down": {
+                        "target": {
+                            "kind": "http",
+                            "url": f"http://127.0.0.1:{free_port()}/lineage",
+                            "retry": FAST_RETRY,
+                        }
+                    }
+                },
+            }
+        )
+    )
+    command = [sys.executable, "-m", "proxy", "dlq", "redrive", "--all"]
+    command += ["--to-consumer", "down", "--max-attempts", "3", "--config", str(path)]
+    process = await asyncio.to_thread(
+        subprocess.run, command, cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    lines = process.stdout.splitlines()
+    assert process.returncode != 0, process.stderr
+    assert lines[0].startswith("failed 0:0: down unreachable after 3 attempts"), lines
+    assert lines[1:] == ["not tried 0:1", "not tried 0:2"]
+    assert "stayed unreachable" in process.stderr and "Traceback" not in process.stderr
