@@ -9,13 +9,16 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from confluent_kafka import KafkaError, KafkaException
 
+from proxy.destinations import kafka_spool as kafka_spool_module
 from proxy.destinations.base import DeliveryError
 from proxy.destinations.kafka import KafkaDestination
 from proxy.destinations.kafka_spool import KafkaSpool
 from proxy.destinations.spool import Spool
 from tests.sample_events import run_event
+from tests.waiting import wait_for
 
 
 class ProducerDouble:
@@ -109,3 +112,28 @@ async def test_not_ready_while_held_keys_wait_behind_a_spool_that_refuses(tmp_pa
     assert not await destination.ready()
     assert "full" in (destination.readiness() or {}).get("refusing", "")
     await spool.spool.close()
+
+
+class RefusingProducerDouble(ReachableProducerDouble):
+    """The broker answers and confirms other messages (``delivering``), but every
+    message of the drain fails retriably, e.g. a topic it may not write to."""
+
+    async def produce(self, topic: str, value: bytes, key: Any, headers: Any = None) -> Any:
+        raise KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "not allowed"))
+
+
+async def test_a_wedged_drain_makes_the_destination_not_ready(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(kafka_spool_module, "_WEDGED_SECONDS", 0.2)
+    producer = RefusingProducerDouble()
+    spool = KafkaSpool(Spool(tmp_path, 1 << 20, 1 << 16), producer)  # type: ignore[arg-type]
+    destination = KafkaDestination("kafka", producer, "t", spool=spool)  # type: ignore[arg-type]
+    await spool.start()
+    try:
+        await spool.store("t", "run:a/b", [], b"{}")
+        await wait_for(lambda: spool.refusing_reason() is not None, what="a wedged drain")
+        assert "no progress" in (spool.refusing_reason() or "")
+        assert not await destination.ready()
+    finally:
+        await spool.close()
