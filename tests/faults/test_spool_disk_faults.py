@@ -243,3 +243,49 @@ async def test_a_stalled_spool_disk_answers_503_within_the_deadline_and_says_not
     assert figures["lost"] == 0 and figures["duplicates"] == 0
     assert figures["out_of_order"] == 0
     assert recovered is not None
+
+
+async def test_a_spooled_event_kafka_refuses_for_good_is_set_aside_and_shown_to_the_operator(
+    start_proxy, topic
+):
+    """Spooled while Kafka was away under a higher message.max.bytes, then the proxy
+    restarts with the default (about 1 MB): the drain sets the event aside, goes on, and
+    /readyz, /api/v1/status and /metrics show the dead letter (issue 25, item 2)."""
+    port = free_port()
+    directory = fresh_spool_directory()
+    big = run_event(name="big")
+    big["run"]["facets"]["blob"] = {
+        "_producer": big["producer"],
+        "_schemaURL": "https://example.com/schemas/Blob.json#/$defs/Blob",
+        "data": "x" * 1_200_000,
+    }
+    after = run_event(name="big")
+    roomy = {"spool": {"directory": directory}, "producer": {"message.max.bytes": 3_000_000}}
+    async with start_proxy(bootstrap=f"127.0.0.1:{port}", kafka=roomy) as url:
+        load = await post_events(url, [big, after], concurrency=1)
+    assert load.statuses == {200: 2}  # both spooled
+    with EmbeddedBroker(port) as broker:
+        default = {"spool": {"directory": directory}}
+        async with start_proxy(bootstrap=broker.bootstrap_servers, kafka=default) as url:
+            drained = await _drained(url)
+            ready_status, ready_body = await _readyz(url)
+            async with aiohttp.ClientSession() as session:
+                async with session.get(f"{url}/api/v1/status") as response:
+                    status = await response.json()
+                async with session.get(f"{url}/metrics") as response:
+                    metrics = await response.text()
+        records = await asyncio.to_thread(read_all_produced_so_far, broker.bootstrap_servers, topic)
+    found = [orjson.loads(r.value)["run"]["runId"] for r in records]
+    assert drained
+    assert found == [after["run"]["runId"]]  # the drain went on past the refused one
+    assert ready_status == 200, ready_body
+    assert ready_body["details"]["kafka"]["dead_letters"] == 1
+    [kafka] = [d for d in status["destinations"] if d["name"] == "kafka"]
+    assert kafka["spool"]["dead_letters"] == 1
+    dead = [
+        line
+        for line in metrics.splitlines()
+        if line.startswith("lineage_proxy_spool_dead_lettered")
+    ]
+    assert any(line.endswith(" 1.0") for line in dead), dead
+    assert str(directory) not in metrics  # no absolute paths in labels
