@@ -510,10 +510,11 @@ class Spool:
             finally:
                 os.close(fd)
         except OSError as exc:
-            log.warning(
+            self._log.warning(
+                "cursor",
                 "spool %s: drain cursor not saved (%s); a restart may resend up to one "
                 "segment of events",
-                self.directory,
+                self.directory.name,
                 exc,
             )
 
