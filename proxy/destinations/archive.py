@@ -69,7 +69,7 @@ from proxy.destinations.archive_layout import (
 )
 from proxy.destinations.base import DeliveryError
 from proxy.destinations.config import ArchiveDestinationConfig
-from proxy.destinations.disk_writes import disk_accepts, write_all
+from proxy.destinations.disk_writes import disk_accepts, fsync_directory, write_all
 
 __all__ = [
     "DEFAULT_PARTITION",
@@ -332,7 +332,7 @@ class ArchiveWriter:
                 return
             final = path.with_name(path.name[1 : -len(IN_PROGRESS_SUFFIX)])
             os.rename(path, final)
-            _fsync_directory(path.parent)
+            fsync_directory(path.parent)
             log.warning("archive: finalised %s left in progress by a stopped writer", final)
         finally:
             os.close(fd)  # releases the lock only after the rename
@@ -422,10 +422,10 @@ class ArchiveWriter:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             # The new name must survive a crash too, or fsynced lines could be lost with it.
-            _fsync_directory(folder)
+            fsync_directory(folder)
             if new_folder:
-                _fsync_directory(folder.parent)
-                _fsync_directory(folder.parent.parent)
+                fsync_directory(folder.parent)
+                fsync_directory(folder.parent.parent)
         except BaseException:
             with contextlib.suppress(OSError):
                 path.unlink()
@@ -447,7 +447,7 @@ class ArchiveWriter:
         try:
             os.fsync(current.fd)
             os.rename(current.path, current.final_path)
-            _fsync_directory(current.final_path.parent)
+            fsync_directory(current.final_path.parent)
         except OSError as exc:
             log.error("archive: could not finish %s yet: %s", current.path, exc)
             self._orphan(current)
@@ -511,14 +511,6 @@ def _whole_gzip_length(fd: int, size: int, chunk: int = MiB) -> int:
 def _gzip_member(data: bytes) -> bytes:
     compressor = zlib.compressobj(6, zlib.DEFLATED, 31)  # 31: gzip header and trailer
     return compressor.compress(data) + compressor.flush()
-
-
-def _fsync_directory(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class ArchiveDestination:

@@ -13,7 +13,7 @@ import os
 import uuid
 from pathlib import Path
 
-__all__ = ["disk_accepts", "write_all", "write_all_at"]
+__all__ = ["disk_accepts", "fsync_directory", "write_all", "write_all_at"]
 
 
 def write_all(fd: int, data: bytes) -> None:
@@ -51,3 +51,12 @@ def disk_accepts(directory: Path, prefix: str, size: int) -> bool:
         os.close(fd)
         with contextlib.suppress(OSError):
             path.unlink()
+
+
+def fsync_directory(directory: Path) -> None:
+    """Make the names created in (or removed from) ``directory`` survive a crash."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -48,7 +48,7 @@ from typing import IO
 
 import orjson
 
-from proxy.destinations.disk_writes import disk_accepts, write_all_at
+from proxy.destinations.disk_writes import disk_accepts, fsync_directory, write_all_at
 from proxy.throttled_log import ThrottledLog
 
 __all__ = [
@@ -547,7 +547,7 @@ class Spool:
         path = self.directory / f"segment-{number:012d}{_SUFFIX}"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         try:
-            _fsync_directory(self.directory)
+            fsync_directory(self.directory)
         except OSError:
             os.close(fd)
             with contextlib.suppress(OSError):
@@ -579,7 +579,7 @@ class Spool:
         finally:
             os.close(fd)
         if size == 0:
-            _fsync_directory(self.directory)
+            fsync_directory(self.directory)
 
     def _read(self, limit: int) -> list[SpooledRecord]:
         with self._lock:
@@ -645,12 +645,3 @@ def _cut_back(segment: _Segment) -> None:
     os.ftruncate(segment.fd, segment.size)
     os.fsync(segment.fd)
     segment.torn = False
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make a new name in ``directory`` survive a crash."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
