@@ -54,6 +54,19 @@ def _write_config(path: Path, bootstrap: str, topic: str, url: str, dedupe: bool
     return port
 
 
+async def _kill_once_held(marquez: MarquezDouble, config: Path) -> None:
+    """Run consumer ``m`` until Marquez holds requests after ``KILL_AFTER`` stored
+    events, then SIGKILL it (nothing committed: the commit interval is an hour)."""
+    marquez.hold_after(KILL_AFTER)
+    first = consume_process(config, "m")
+    try:
+        await wait_for(lambda: marquez.held > 0 or first.poll() is not None, what="hold")
+        assert first.poll() is None, first.log()
+    finally:
+        first.send_signal(signal.SIGKILL)
+        await asyncio.to_thread(first.wait)
+
+
 @pytest.mark.parametrize("dedupe", [False, True], ids=["no-dedupe", "dedupe-journal"])
 async def test_sigkill_mid_stream_then_restart_delivers_everything(
     broker, topic_with, tmp_path, dedupe
@@ -64,14 +77,7 @@ async def test_sigkill_mid_stream_then_restart_delivers_everything(
     await asyncio.to_thread(produce, broker.bootstrap_servers, topic, encoded(events))
     async with MarquezDouble() as marquez:
         port = _write_config(config, broker.bootstrap_servers, topic, marquez.url, dedupe)
-        marquez.hold_after(KILL_AFTER)
-        first = consume_process(config, "m")
-        try:
-            await wait_for(lambda: marquez.held > 0 or first.poll() is not None, what="hold")
-            assert first.poll() is None, first.log()
-        finally:
-            first.send_signal(signal.SIGKILL)
-            await asyncio.to_thread(first.wait)
+        await _kill_once_held(marquez, config)
         assert len(marquez.events) == KILL_AFTER
         marquez.release()
 
@@ -111,14 +117,7 @@ async def test_a_dead_letter_is_not_written_twice_after_a_crash_with_the_dedupe_
     )
     async with MarquezDouble() as marquez:
         port = _write_config(config, broker.bootstrap_servers, topic, marquez.url, dedupe=True)
-        marquez.hold_after(KILL_AFTER)
-        first = consume_process(config, "m")
-        try:
-            await wait_for(lambda: marquez.held > 0 or first.poll() is not None, what="hold")
-            assert first.poll() is None, first.log()
-        finally:
-            first.send_signal(signal.SIGKILL)
-            await asyncio.to_thread(first.wait)
+        await _kill_once_held(marquez, config)
         marquez.release()
         await consume_until(
             config,
