@@ -17,6 +17,8 @@ from proxy.auth import Authenticator, Principal
 from proxy.client_faults import CLIENT_FAULTS
 from proxy.config import ProxyConfig
 from proxy.destinations import DeliveryError, TooLarge
+from proxy.destinations.hops import HEADER as HOPS_HEADER
+from proxy.destinations.hops import TooManyHops, take_request_hops
 from proxy.http_errors import RequestError, detail
 from proxy.ingest import parse_json, read_body
 from proxy.logs import REQUEST_ID
@@ -50,8 +52,27 @@ def _retry_after(request: web.Request) -> dict[str, str]:
 
 async def _read_json(request: web.Request) -> tuple[Any, Principal]:
     principal = request.app[AUTHENTICATOR].principal_of(request)
+    _take_hops(request)
     body = await read_body(request, request.app[CONFIG].server)
     return parse_json(body, request.content_type if request.body_exists else ""), principal
+
+
+def _take_hops(request: web.Request) -> None:
+    """The loop guard (proxy.destinations.hops): 508 for an event that passed too many
+    proxies — a consumer pointed back at its own proxy ends after one round."""
+    try:
+        take_request_hops(request.headers.get(HOPS_HEADER))
+    except TooManyHops as exc:
+        raise RequestError(
+            508, str(exc), [detail("", f"{HOPS_HEADER} header")], reason="loop_detected"
+        ) from None
+    except ValueError:
+        raise RequestError(
+            400,
+            f"the {HOPS_HEADER} header must be a count of proxies",
+            [detail("", f"{HOPS_HEADER}: {request.headers.get(HOPS_HEADER)!r}")],
+            reason="invalid",
+        ) from None
 
 
 def _delivery_failure(error: DeliveryError) -> Rejection:

@@ -44,6 +44,8 @@ __all__ = [
     "event_date",
     "event_partition",
     "finished_files",
+    "finished_name",
+    "in_progress_files",
     "is_finished_file",
 ]
 
@@ -142,3 +144,15 @@ def is_finished_file(path: Path) -> bool:
 def finished_files(directory: Path) -> Iterable[Path]:
     """Every finished archive file under ``directory`` (what a reader should read)."""
     return sorted(p for p in directory.glob("dt=*/namespace=*/*") if is_finished_file(p))
+
+
+def in_progress_files(directory: Path) -> Iterable[Path]:
+    """Every file still being written under ``directory`` (``_*.inprogress``): its
+    fsynced whole lines are events the archive acknowledged, a reader that wants the
+    latest ones reads them too (up to the last newline)."""
+    return sorted(directory.glob(f"dt=*/namespace=*/_*{IN_PROGRESS_SUFFIX}"))
+
+
+def finished_name(path: Path) -> Path:
+    """The name an in-progress file gets when it is finished (renamed at rotation)."""
+    return path.with_name(path.name[1 : -len(IN_PROGRESS_SUFFIX)])

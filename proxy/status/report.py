@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from proxy.destinations import Destination
-from proxy.readiness import Health
+from proxy.readiness import Health, overall_status
 from proxy.status.parts import WorkerPart, merged_health, merged_readings, newest_rejections
 from proxy.status.rates import Reading
 
@@ -177,12 +177,16 @@ def status_report(
         for d in destinations
     }
     destination_report = _destinations(destinations, health, now, growth, per_minute)
+    state, problems = overall_status([health[d.name] for d in destinations if d.durable])
     return {
         "time": _iso(time.time()),
         "answered_by": answered_by,
         "uptime_seconds": round(max(p.uptime_seconds for p in parts), 1),
         "window_seconds": round(seconds, 1),
-        "ready": all(d["ready"] for d in destination_report if d["durable"]),
+        "ready": state != "not_ready",
+        # As /readyz says it: ready, degraded (taking events, not as it should), not_ready.
+        "status": state,
+        "problems": problems,
         "events": _events(now, growth, per_minute),
         "rules": _rules(now, growth, per_minute),
         "destinations": destination_report,

@@ -1,0 +1,61 @@
+"""A consumer pointed back at its own proxy: the event goes round once more, then the proxy
+refuses it (HTTP 508, a hop count past one) and the consumer dead-letters it — a bounded
+count, not one event becoming fifty."""
+
+from __future__ import annotations
+
+import asyncio
+
+import orjson
+import pytest
+from aiohttp import ClientSession
+
+from proxy.destinations.hops import HEADER
+from tests.faults.load import kafka_run_ids
+from tests.integration.consumers.conftest import consumer_config, dead_letter_count, running
+from tests.kafka_reader import read_all_produced_so_far
+from tests.sample_events import run_event
+from tests.waiting import wait_for
+
+pytestmark = pytest.mark.integration
+
+
+async def test_a_consumer_aimed_at_its_own_proxy_sends_an_event_round_once_then_dead_letters_it(
+    start_proxy, broker, topic
+):
+    bootstrap = broker.bootstrap_servers
+    event = run_event(name="loop")
+    run_id = event["run"]["runId"]
+    async with start_proxy(server={"run_consumers": []}) as url:
+        async with ClientSession() as session:
+            async with session.post(f"{url}/api/v1/lineage", data=orjson.dumps(event)) as resp:
+                assert resp.status == 200
+            # What the proxy says to an event that has been round too often.
+            async with session.post(
+                f"{url}/api/v1/lineage", data=orjson.dumps(event), headers={HEADER: "2"}
+            ) as refused:
+                refusal = await refused.json()
+                assert refused.status == 508, refusal
+        assert refusal["reason"] == "loop_detected"
+        assert "point it at the real target" in refusal["error"]
+
+        config = consumer_config(
+            {"kind": "http", "url": f"{url}/api/v1/lineage"},
+            topic,
+            dead_letter={"enabled": True, "topic": "{topic}.dlq"},
+        )
+        async with running(bootstrap, config, "loop"):
+            await wait_for(
+                lambda: dead_letter_count(bootstrap, f"{topic}.dlq") >= 1,
+                within=60,
+                what="the looped event in the dead-letter topic",
+            )
+        found = await asyncio.to_thread(kafka_run_ids, bootstrap, topic)
+        async with ClientSession() as session, session.get(f"{url}/metrics") as resp:
+            metrics = await resp.text()
+    # The client's copy and one round through the consumer; the second round was refused.
+    assert found[run_id] == 2, found
+    assert dead_letter_count(bootstrap, f"{topic}.dlq") == 1
+    [letter] = await asyncio.to_thread(read_all_produced_so_far, bootstrap, f"{topic}.dlq")
+    assert letter.headers["dlq_http_status"] == b"508", letter.headers
+    assert 'reason="loop_detected"' in metrics
