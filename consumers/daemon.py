@@ -148,6 +148,10 @@ class ConsumerDaemon:
         self.released_bytes = 0
         self._stopping = False
         self._unassigned_since: float | None = time.monotonic()
+        self.metrics.assigned_partitions.set_function(lambda: len(self._trackers))
+        self.metrics.kafka_unreachable.set_function(
+            lambda: self.source.unreachable_since is not None
+        )
 
     # ---- lifetime ----
 

@@ -114,7 +114,7 @@ async def _errors_and_metrics(request: web.Request, handler: Handler) -> web.Str
         request.app[METRICS].rejected.labels(exc.reason).inc()
         if exc.status < 500 or exc.reason == "loop_detected":
             request.app[CLIENT_FAULTS].refused(
-                request, exc.status, exc.reason, exc.error, exc.details
+                request, exc.status, exc.reason, exc.error, exc.details, exc.event
             )
         response = exc.response()
     except web.HTTPException as exc:

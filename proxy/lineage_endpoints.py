@@ -63,15 +63,11 @@ def _take_hops(request: web.Request) -> None:
     try:
         take_request_hops(request.headers.get(HOPS_HEADER))
     except TooManyHops as exc:
-        raise RequestError(
-            508, str(exc), [detail("", f"{HOPS_HEADER} header")], reason="loop_detected"
-        ) from None
+        raise RequestError(508, str(exc), reason="loop_detected") from None
     except ValueError:
+        value = request.headers.get(HOPS_HEADER)
         raise RequestError(
-            400,
-            f"the {HOPS_HEADER} header must be a count of proxies",
-            [detail("", f"{HOPS_HEADER}: {request.headers.get(HOPS_HEADER)!r}")],
-            reason="invalid",
+            400, f"the {HOPS_HEADER} header must be a count of proxies, got {value!r}"
         ) from None
 
 
@@ -118,6 +114,7 @@ async def post_event(request: web.Request) -> web.Response:
         rejection.details,
         headers=headers,
         reason=rejection.reason,
+        event=event,
     )
 
 
@@ -171,7 +168,8 @@ async def post_batch(request: web.Request) -> web.Response:
                 rejection.status,
                 rejection.reason,
                 f"event {index}: {rejection.error}",
-                [{"pointer": f"/{index}{d['pointer']}"} for d in rejection.details],
+                [{**d, "pointer": f"/{index}{d['pointer']}"} for d in rejection.details],
+                events[index],
             )
     repaired = {i: a for i, a in valid.items() if a.repairs and i not in failures}
     response = _batch_response(request, len(events), failures, repaired)

@@ -29,10 +29,12 @@ from proxy.auth import Principal
 from proxy.destinations import DeliveryError, Destination, TooLarge, payload_limit
 from proxy.destinations.deliver_each import deliver_each
 from proxy.exact_json import dumps
+from proxy.logs import REQUEST_ID
 from proxy.metrics import ProxyMetrics
 from proxy.openlineage import EventKind, event_kind, subject_name
 from proxy.openlineage.rejected import rejected_envelope
 from proxy.openlineage.repaired import Repair, RepairedEvent
+from proxy.repair_log import RepairLog
 from proxy.router import Route, Router, Trace
 from proxy.tap.hub import TapHub
 from proxy.validation import EventValidator
@@ -146,6 +148,7 @@ class EventPipeline:
         self.validator = validator
         self.tap = tap if tap is not None else TapHub()
         self.repairer = repairer
+        self.repair_log = RepairLog()
         self.router = router
         self.metrics = metrics
         self.best_effort = best_effort
@@ -171,6 +174,7 @@ class EventPipeline:
         if isinstance(event, RepairedEvent):
             for repair in event.repairs:
                 self.metrics.repaired.labels(repair.name).inc()
+            self.repair_log.repaired(event)
         subject = subject_name(event)
         dataset_event = event_kind(event) is EventKind.DATASET
         if subject is not None and not principal.may_post_for(
@@ -287,6 +291,8 @@ class EventPipeline:
                 "reason": rejection.reason,
                 "error": rejection.error,
                 "details": rejection.details,
+                # The id the client was answered with (and our log lines carry).
+                "request_id": REQUEST_ID.get(),
             },
         )
         route = self.router.route_rejected(envelope)
@@ -343,6 +349,9 @@ class EventPipeline:
                 failed += 1
         for _ in range(len(results) - failed):
             latency.observe(elapsed)
+        spooled = results.count(True)
+        if spooled:
+            self.metrics.spooled.labels(destination.name).inc(spooled)
         return results
 
     async def deliver_to(
@@ -356,6 +365,8 @@ class EventPipeline:
             self.metrics.delivery_failures.labels(destination.name, str(exc.retriable)).inc()
             raise
         self._latency(destination.name).observe(time.perf_counter() - started)
+        if spooled is True:
+            self.metrics.spooled.labels(destination.name).inc()
         return spooled
 
 

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from proxy.openlineage import subject_name
+from proxy.openlineage.rejected import rejected_event
 
 __all__ = [
     "DEFAULT_PARTITION",
@@ -124,8 +125,12 @@ def event_date(event: dict[str, Any]) -> str:
 
 
 def event_partition(event: dict[str, Any]) -> str:
-    """``dt=YYYY-MM-DD/namespace=<value>`` for an event (a relative directory)."""
+    """``dt=YYYY-MM-DD/namespace=<value>`` for an event (a relative directory). A
+    refused event's envelope goes under the namespace of the event inside, when it has
+    one, so refusals are found (and replayed) with the job's other events."""
     subject = subject_name(event)
+    if subject is None and isinstance(refused := rejected_event(event), dict):
+        subject = subject_name(refused)
     namespace = subject[0] if subject else ""
     return f"dt={event_date(event)}/namespace={escape_partition_value(namespace)}"
 

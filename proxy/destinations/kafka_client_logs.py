@@ -113,6 +113,8 @@ class ClusterLog:
         self._other: dict[str, _Throttled] = {}
         # Responses received per broker at the last statistics (librdkafka's ``rx``).
         self._responses: dict[str, int] = {}
+        # Statistics documents read so far (how a test knows some were read in an outage).
+        self.statistics = 0
 
     # ---- the three callbacks librdkafka is given ----
 
@@ -146,6 +148,7 @@ class ClusterLog:
             return
         answered = False
         with self._lock:
+            self.statistics += 1
             for name, broker in brokers.items() if isinstance(brokers, dict) else ():
                 if not isinstance(broker, dict) or not isinstance(broker.get("rx"), int):
                     continue

@@ -130,6 +130,8 @@ class KafkaSpool:
 
     def status(self) -> dict[str, Any]:
         return {
+            # Which spool: destinations of one cluster share it (the page shows it once).
+            "directory": str(self.spool.directory),
             "spooling": self.spool.events > 0,
             "events": self.spool.events,
             "bytes": self.spool.bytes,

@@ -67,7 +67,14 @@ class WorkerPart:
             seconds=data["seconds"],
             health={name: Health(*state) for name, state in data["health"].items()},
             rejections=[
-                Rejected(**{**r, "pointers": tuple(r["pointers"])}) for r in data["rejections"]
+                Rejected(
+                    **{
+                        **r,
+                        "pointers": tuple(r["pointers"]),
+                        "messages": tuple(r.get("messages", ())),
+                    }
+                )
+                for r in data["rejections"]
             ],
         )
 

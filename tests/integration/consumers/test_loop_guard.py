@@ -12,7 +12,7 @@ from aiohttp import ClientSession
 
 from proxy.destinations.hops import HEADER
 from tests.faults.load import kafka_run_ids
-from tests.integration.consumers.conftest import consumer_config, dead_letter_count, running
+from tests.integration.consumers.conftest import consumer_config, metric, running
 from tests.kafka_reader import read_all_produced_so_far
 from tests.sample_events import run_event
 from tests.waiting import wait_for
@@ -44,18 +44,19 @@ async def test_a_consumer_aimed_at_its_own_proxy_sends_an_event_round_once_then_
             topic,
             dead_letter={"enabled": True, "topic": "{topic}.dlq"},
         )
-        async with running(bootstrap, config, "loop"):
+        async with running(bootstrap, config, "loop") as daemon:
             await wait_for(
-                lambda: dead_letter_count(bootstrap, f"{topic}.dlq") >= 1,
+                lambda: metric(daemon, "dead_lettered", why="refused") >= 1,
                 within=60,
-                what="the looped event in the dead-letter topic",
+                what="the looped event dead-lettered",
             )
+            delivered = metric(daemon, "delivered")
         found = await asyncio.to_thread(kafka_run_ids, bootstrap, topic)
         async with ClientSession() as session, session.get(f"{url}/metrics") as resp:
             metrics = await resp.text()
     # The client's copy and one round through the consumer; the second round was refused.
     assert found[run_id] == 2, found
-    assert dead_letter_count(bootstrap, f"{topic}.dlq") == 1
+    assert delivered == 1  # the one round the guard allows
     [letter] = await asyncio.to_thread(read_all_produced_so_far, bootstrap, f"{topic}.dlq")
     assert letter.headers["dlq_http_status"] == b"508", letter.headers
     assert 'reason="loop_detected"' in metrics
