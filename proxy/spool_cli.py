@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime
 import sys
 import time
 from pathlib import Path
@@ -132,9 +131,9 @@ def _state(contents: SpoolContents, configured: str) -> str:
 
 
 def _iso(wall: float | None) -> str | None:
-    if wall is None:
-        return None
-    return datetime.datetime.fromtimestamp(wall, datetime.UTC).isoformat(timespec="seconds")
+    from proxy.openlineage.times import utc_timestamp
+
+    return None if wall is None else utc_timestamp(wall)
 
 
 def _list(config: ProxyConfig, output: str) -> int:

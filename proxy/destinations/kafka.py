@@ -28,6 +28,7 @@ from proxy.destinations.kafka_client_logs import kafka_client_config
 from proxy.destinations.spool import SpoolFull
 from proxy.openlineage import event_key, event_kind, subject_name
 from proxy.openlineage.repaired import RepairedEvent
+from proxy.openlineage.times import utc_timestamp
 
 if TYPE_CHECKING:
     from proxy.destinations.kafka_spool import KafkaSpool
@@ -435,10 +436,6 @@ class _Sends:
         self.fail_unsettled(KafkaException(timed_out))
 
 
-def _iso(wall: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(wall))
-
-
 def _settle_all(reports: list[_Report]) -> None:
     for generation, sends, index, err, msg in reports:
         sends.settle(index, msg if err is None else KafkaException(err))
@@ -644,10 +641,11 @@ class KafkaDestination:
         servers = self._producer.settings.get("bootstrap.servers", "?")
         answered = self._producer.answered_at
         if answered is None:
-            since = f"has not answered since the proxy started at {_iso(self._producer.started_at)}"
+            started = utc_timestamp(self._producer.started_at)
+            since = f"has not answered since the proxy started at {started}"
             action = "check kafka.bootstrap_servers and that the broker is up"
         else:
-            since = f"has not answered since {_iso(answered)}"
+            since = f"has not answered since {utc_timestamp(answered)}"
             action = "check the broker"
         if self._spool is None:
             held = "events for it are refused with 503 (no spool)"

@@ -9,13 +9,13 @@ the number ``/metrics`` shows.
 
 from __future__ import annotations
 
-import datetime
 import math
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from proxy.destinations import Destination
+from proxy.openlineage.times import utc_timestamp
 from proxy.readiness import Health, overall_status
 from proxy.status.parts import WorkerPart, merged_health, merged_readings, newest_rejections
 from proxy.status.rates import Reading
@@ -34,11 +34,6 @@ _CONSUMER_CIRCUIT = "lineage_consumer_circuit_open"
 _CONSUMER_DELIVERED = "lineage_consumer_delivered_total"
 _CONSUMER_ASSIGNED = "lineage_consumer_assigned_partitions"
 _CONSUMER_UNREACHABLE = "lineage_consumer_kafka_unreachable"
-
-
-def _iso(wall: float) -> str:
-    when = datetime.datetime.fromtimestamp(wall, datetime.UTC)
-    return when.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _quantile(growth: Reading, destination: str, q: float) -> float | None:
@@ -231,7 +226,7 @@ def status_report(
     destination_report = _destinations(destinations, health, now, growth, per_minute)
     state, problems = overall_status([health[d.name] for d in destinations if d.durable])
     return {
-        "time": _iso(time.time()),
+        "time": utc_timestamp(time.time()),
         "answered_by": answered_by,
         "uptime_seconds": round(max(p.uptime_seconds for p in parts), 1),
         "window_seconds": round(seconds, 1),
@@ -246,6 +241,6 @@ def status_report(
         "consumers": _consumers(now, growth, per_minute),
         "workers": _workers(workers),
         "recent_rejections": [
-            {**r.as_json(), "time": _iso(r.time)} for r in newest_rejections(parts)
+            {**r.as_json(), "time": utc_timestamp(r.time)} for r in newest_rejections(parts)
         ],
     }
