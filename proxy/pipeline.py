@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 from proxy.auth import Principal
 from proxy.destinations import DeliveryError, Destination, TooLarge, payload_limit
 from proxy.destinations.deliver_each import deliver_each
+from proxy.destinations.hops import carrying, current_hops
 from proxy.exact_json import dumps
 from proxy.logs import REQUEST_ID
 from proxy.metrics import ProxyMetrics
@@ -85,7 +86,11 @@ class BestEffortQueue:
     def __init__(self, size: int, concurrency: int, metrics: ProxyMetrics) -> None:
         self.metrics = metrics
         self.concurrency = concurrency
-        self._queue: asyncio.Queue[tuple[Destination, dict[str, Any], bytes]] = asyncio.Queue(size)
+        # Each delivery with the proxies its event passed (the loop guard's count: the
+        # workers run outside the request's context).
+        self._queue: asyncio.Queue[tuple[Destination, dict[str, Any], bytes, int]] = asyncio.Queue(
+            size
+        )
         self._workers: list[asyncio.Task[None]] = []
 
     def start(self, deliver_one: DeliverOne) -> None:
@@ -96,7 +101,7 @@ class BestEffortQueue:
 
     def submit(self, destination: Destination, event: dict[str, Any], payload: bytes) -> None:
         try:
-            self._queue.put_nowait((destination, event, payload))
+            self._queue.put_nowait((destination, event, payload, current_hops()))
         except asyncio.QueueFull:
             self.metrics.best_effort_dropped.labels(destination.name).inc()
             log.warning(
@@ -107,9 +112,10 @@ class BestEffortQueue:
 
     async def _work(self, deliver_one: DeliverOne) -> None:
         while True:
-            destination, event, payload = await self._queue.get()
+            destination, event, payload, hops = await self._queue.get()
             try:
-                await deliver_one(destination, event, payload)
+                with carrying(hops):
+                    await deliver_one(destination, event, payload)
             except Exception as exc:
                 log.warning(
                     "best-effort delivery to %s failed: %s",

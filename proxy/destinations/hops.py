@@ -27,6 +27,7 @@ __all__ = [
     "MAX_HOPS",
     "TooManyHops",
     "carrying",
+    "current_hops",
     "hops_from_kafka",
     "kafka_headers",
     "outgoing_headers",
@@ -60,6 +61,11 @@ def take_request_hops(value: str | None) -> int:
         )
     _HOPS.set(hops)
     return hops
+
+
+def current_hops() -> int:
+    """Proxies the event being handled passed before this one."""
+    return _HOPS.get()
 
 
 def kafka_headers() -> list[tuple[str, bytes]]:

@@ -11,6 +11,7 @@ import pytest
 from aiohttp import ClientSession
 
 from proxy.destinations.hops import HEADER
+from proxy.embedded_broker import free_port
 from tests.faults.load import kafka_run_ids
 from tests.integration.consumers.conftest import consumer_config, metric, running
 from tests.kafka_reader import read_all_produced_so_far
@@ -60,3 +61,43 @@ async def test_a_consumer_aimed_at_its_own_proxy_sends_an_event_round_once_then_
     [letter] = await asyncio.to_thread(read_all_produced_so_far, bootstrap, f"{topic}.dlq")
     assert letter.headers["dlq_http_status"] == b"508", letter.headers
     assert 'reason="loop_detected"' in metrics
+
+
+async def test_a_best_effort_route_aimed_at_its_own_proxy_goes_round_once(start_proxy, tmp_path):
+    port = free_port()
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(
+        "version: 1\n"
+        "destinations:\n"
+        "  kafka: {kind: kafka}\n"
+        "  back:\n"
+        "    kind: http\n"
+        "    required: false\n"
+        f"    target: {{kind: http, url: 'http://127.0.0.1:{port}/api/v1/lineage'}}\n"
+        "default: {to: [kafka, back]}\n"
+    )
+    async with start_proxy(server={"port": port}, routing={"rules": rules}) as url:
+        async with (
+            ClientSession() as session,
+            session.post(
+                f"{url}/api/v1/lineage", data=orjson.dumps(run_event(name="loop"))
+            ) as resp,
+        ):
+            assert resp.status == 200
+        await wait_for(
+            lambda: _metric(url, 'lineage_proxy_events_rejected_total{reason="loop_detected"}'),
+            within=60,
+            what="the second round refused",
+        )
+        accepted = await _metric(url, "lineage_proxy_events_accepted_total")
+    # The client's event and one round; the second round was refused, so nothing more.
+    assert accepted == 2
+
+
+async def _metric(url: str, sample: str) -> float:
+    """The sum of the samples starting with ``sample`` (0 when there is none)."""
+    async with ClientSession() as session, session.get(f"{url}/metrics") as resp:
+        text = await resp.text()
+    return sum(
+        float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(sample)
+    )
