@@ -42,6 +42,7 @@ from consumers.offsets import OffsetTracker
 from consumers.poison import checked_event, parse_event
 from proxy.destinations.base import DeliveryError, reads_event
 from proxy.destinations.config import KafkaConfig, SpoolConfig, producer_settings
+from proxy.destinations.hops import carrying, hops_from_kafka
 from proxy.destinations.kafka import KafkaProducer
 from proxy.destinations.kafka_client_logs import failure_reason
 from proxy.destinations.registry import DestinationResources, build_destination
@@ -147,6 +148,10 @@ class ConsumerDaemon:
         self.released_bytes = 0
         self._stopping = False
         self._unassigned_since: float | None = time.monotonic()
+        self.metrics.assigned_partitions.set_function(lambda: len(self._trackers))
+        self.metrics.kafka_unreachable.set_function(
+            lambda: self.source.unreachable_since is not None
+        )
 
     # ---- lifetime ----
 
@@ -368,10 +373,12 @@ class ConsumerDaemon:
     async def _deliver_one(self, message: Message, event: dict[str, Any]) -> None:
         started = time.perf_counter()
         try:
-            if self._batch > 1:
-                await self._opened().deliver_batch([event], [message.value() or b""])
-            else:
-                await self._opened().deliver(event, message.value() or b"")
+            # The proxies this event passed go with it to an HTTP target (loop guard).
+            with carrying(hops_from_kafka(message.headers())):
+                if self._batch > 1:
+                    await self._opened().deliver_batch([event], [message.value() or b""])
+                else:
+                    await self._opened().deliver(event, message.value() or b"")
         except DeliveryError as exc:  # refused: retriable failures are retried inside
             await self._dead_letter(message, exc.reason, exc, "refused")
             return
@@ -383,9 +390,10 @@ class ConsumerDaemon:
 
     async def _deliver_batch(self, ready: list[tuple[Message, dict[str, Any]]]) -> None:
         started = time.perf_counter()
-        await self._opened().deliver_batch(
-            [event for _, event in ready], [m.value() or b"" for m, _ in ready]
-        )
+        with carrying(max(hops_from_kafka(m.headers()) for m, _ in ready)):
+            await self._opened().deliver_batch(
+                [event for _, event in ready], [m.value() or b"" for m, _ in ready]
+            )
         self.metrics.target_seconds.observe(time.perf_counter() - started)
         await self._delivered(ready)
 

@@ -58,6 +58,20 @@ class ConsumerMetrics:
             ["consumer"],
             registry=self.registry,
         ).labels(**labels)
+        # Read on scrape from the daemon (set_function): partitions held now, and whether
+        # its Kafka answers — a consumer that lost its partitions has no lag to show.
+        self.assigned_partitions = Gauge(
+            "lineage_consumer_assigned_partitions",
+            "Partitions assigned to the consumer now (0: it delivers nothing).",
+            ["consumer"],
+            registry=self.registry,
+        ).labels(**labels)
+        self.kafka_unreachable = Gauge(
+            "lineage_consumer_kafka_unreachable",
+            "1 while no broker of the consumer's cluster answers.",
+            ["consumer"],
+            registry=self.registry,
+        ).labels(**labels)
         self.consumer = consumer
 
     def set_lag(self, topic: str, partition: int, lag: int) -> None:

@@ -1,7 +1,8 @@
 """``lineage-proxy replay``: re-send archived events in event-time order.
 
-Reads the archive's finished files (``dt=YYYY-MM-DD/namespace=…/``, JSON Lines, gzip or
-not — the layout of :mod:`proxy.destinations.archive`), keeps the events inside
+Reads the archive's files (``dt=YYYY-MM-DD/namespace=…/``, JSON Lines, gzip or not — the
+layout of :mod:`proxy.destinations.archive`), those still being written (``_*.inprogress``,
+the latest events) included up to their last whole line, and keeps the events inside
 ``--since``/``--until``/``--namespace``, and sends them oldest first to a configured
 consumer's target (e.g. backfilling a fresh Marquez) or to a Kafka topic. One day is
 sorted at a time: an archive day is the UTC date of ``eventTime``, so days in order and
@@ -39,7 +40,12 @@ from confluent_kafka import KafkaException
 
 from consumers.config import ConsumerConfig
 from consumers.sorted_day import LineReader, SortedDay, sort_day
-from proxy.destinations.archive import escape_partition_value, finished_files
+from proxy.destinations.archive import (
+    escape_partition_value,
+    finished_files,
+    in_progress_files,
+    is_finished_file,
+)
 from proxy.destinations.base import DeliveryError, Destination
 from proxy.destinations.config import (
     DestinationConfig,
@@ -114,15 +120,19 @@ class ReplayResult:
     last_failure_retriable: bool = False
     # Records a redrive did not try after its target stayed unreachable.
     untried: int = 0
+    # Files read while still being written (``_*.inprogress``): the replay took their
+    # whole lines as of the moment it read them.
+    in_progress_files: int = 0
 
 
-def _days(archive: Path, keep: ReplayFilter) -> dict[date, list[Path]]:
-    """Finished files by archive day, pruned by day and namespace partition."""
+def _days(archive: Path, keep: ReplayFilter, result: ReplayResult) -> dict[date, list[Path]]:
+    """Archive files by day (finished ones, then those still being written), pruned by
+    day and namespace partition; files in progress are counted in ``result``."""
     wanted_namespace = (
         f"namespace={escape_partition_value(keep.namespace)}" if keep.namespace else None
     )
     days: dict[date, list[Path]] = {}
-    for path in finished_files(archive):
+    for path in [*finished_files(archive), *in_progress_files(archive)]:
         day_dir, namespace_dir = path.parent.parent.name, path.parent.name
         try:
             day = date.fromisoformat(day_dir.removeprefix("dt="))
@@ -132,6 +142,8 @@ def _days(archive: Path, keep: ReplayFilter) -> dict[date, list[Path]]:
             continue
         if keep.keeps_day(day):
             days.setdefault(day, []).append(path)
+            if not is_finished_file(path):
+                result.in_progress_files += 1
     return dict(sorted(days.items()))
 
 
@@ -167,7 +179,7 @@ async def archived_days(
     """Per archive day, oldest first: the day's kept events in event-time order (sorted
     in bounded memory, closed once the next day is asked for), and the share of the
     archive's bytes (of the days kept) the day holds, for an ETA."""
-    days = await asyncio.to_thread(_days, archive, keep)
+    days = await asyncio.to_thread(_days, archive, keep, result)
     sizes = {day: sum(path.stat().st_size for path in paths) for day, paths in days.items()}
     total = sum(sizes.values()) or 1
     read = _line_reader(keep, result)

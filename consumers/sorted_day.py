@@ -29,6 +29,8 @@ from typing import IO, Any
 
 import orjson
 
+from proxy.destinations.archive_layout import IN_PROGRESS_SUFFIX, finished_name
+
 __all__ = ["RUN_BYTES", "SortedDay", "sort_day"]
 
 # Payload bytes sorted in memory before they are spilled as one run.
@@ -100,13 +102,37 @@ def _time(item: _Keyed) -> int:
 
 
 def _lines(path: Path) -> Iterator[bytes]:
-    if path.name.endswith(".gz"):
+    if path.name.endswith(IN_PROGRESS_SUFFIX):
+        yield from _whole_lines(path)
+    elif path.name.endswith(".gz"):
         # A series of gzip members (one per group commit): gzip reads on through them.
         with gzip.open(path, "rb") as compressed:
             yield from compressed
     else:
         with path.open("rb") as plain:
             yield from plain
+
+
+def _whole_lines(path: Path) -> Iterator[bytes]:
+    """The whole lines of a file still being written: a last line without its newline
+    (or an incomplete gzip member) is being written now and left out. A file finished
+    (renamed) since it was listed is read under its finished name."""
+    try:
+        handle = path.open("rb")
+    except FileNotFoundError:
+        handle = finished_name(path).open("rb")
+    with handle:
+        stream: Iterable[bytes] = (
+            gzip.GzipFile(fileobj=handle, mode="rb")
+            if path.name.endswith(".gz" + IN_PROGRESS_SUFFIX)
+            else handle
+        )
+        try:
+            for line in stream:
+                if line.endswith(b"\n"):
+                    yield line
+        except EOFError:  # the gzip member being written now
+            return
 
 
 def _spill(entries: list[_Keyed]) -> IO[bytes]:

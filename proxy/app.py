@@ -31,7 +31,7 @@ from proxy.live_rules import LiveRules
 from proxy.metrics import ProxyMetrics
 from proxy.openapi import endpoint_of, serve_openapi
 from proxy.pipeline import BestEffortQueue, EventPipeline
-from proxy.readiness import destination_health
+from proxy.readiness import destination_health, overall_status
 from proxy.status.endpoints import StatusPage
 from proxy.tap.endpoint import TAP, get_tap
 from proxy.tap.hub import TapHub
@@ -112,9 +112,9 @@ async def _errors_and_metrics(request: web.Request, handler: Handler) -> web.Str
         response = exc.response()
     except RequestError as exc:
         request.app[METRICS].rejected.labels(exc.reason).inc()
-        if exc.status < 500:
+        if exc.status < 500 or exc.reason == "loop_detected":
             request.app[CLIENT_FAULTS].refused(
-                request, exc.status, exc.reason, exc.error, exc.details
+                request, exc.status, exc.reason, exc.error, exc.details, exc.event
             )
         response = exc.response()
     except web.HTTPException as exc:
@@ -141,9 +141,13 @@ async def _healthz(request: web.Request) -> web.Response:
 
 async def _readyz(request: web.Request) -> web.Response:
     health = await destination_health([d for d in request.app[RULES].destinations if d.durable])
-    status = 200 if all(h.ready for h in health.values()) else 503
+    state, problems = overall_status(list(health.values()))
+    status = 503 if state == "not_ready" else 200
     body: dict[str, Any] = {
         "ready": status == 200,
+        # "degraded": events are taken, but not as they should be (Kafka down: spooled).
+        "status": state,
+        "problems": problems,
         "destinations": {name: h.ready for name, h in health.items()},
     }
     # Destinations that can say more (Kafka: whether it is spooling) add it here.
@@ -171,6 +175,7 @@ async def _destinations_lifecycle(app: web.Application) -> AsyncIterator[None]:
     rules = LiveRules(routing.rules or BUILTIN_RULES, resources, stats)
     try:
         router = await rules.start()
+        await resources.forward_leftovers()
     except BaseException:
         await resources.close(config.server.shutdown_timeout_seconds)
         raise

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from proxy import __version__
 from proxy.config import ConfigError, ProxyConfig, ServerConfig, load_config
 from proxy.logs import setup_logging
+from proxy.spool_cli import add_spool_commands
 from proxy.tap.client import add_tap_arguments, run_tap
 
 if TYPE_CHECKING:
@@ -288,6 +289,13 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         f"{result.unreadable} unreadable lines skipped",
         file=sys.stderr,
     )
+    if result.in_progress_files:
+        print(
+            f"{result.in_progress_files} of the files read were still being written "
+            "(_*.inprogress): their events up to the last whole line are included; "
+            "lines written after this replay read them are not",
+            file=sys.stderr,
+        )
     return EXIT_INVALID if result.failed else EXIT_OK
 
 
@@ -546,6 +554,7 @@ def build_parser() -> argparse.ArgumentParser:
     hash_token.set_defaults(func=_cmd_hash_token)
     _add_rules_commands(commands)
     _add_dlq_commands(commands)
+    add_spool_commands(commands)
     _add_shell_and_editor_commands(commands)
     _add_spark_commands(commands)
     tap = commands.add_parser(

@@ -5,7 +5,8 @@ HTTP is not a fault of the proxy: it must show as ``client_errors_total{kind}``,
 as a 500, and thousands of them must cost the log one line per kind every
 ``interval`` seconds, not a traceback each. Requests the proxy refuses (400, 401, 403,
 413 ...) are logged the same way, per reason, so an operator can see who is refused and
-why — the request id, the pointer and the reason, never the payload or the token.
+why — the request id, the client, the producer and job, the pointer and the reason,
+never the payload or the token.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 
 from proxy.logs import REQUEST_ID
 from proxy.metrics import ProxyMetrics
+from proxy.openlineage.sender import Sender
 from proxy.request_ids import HEADER as REQUEST_ID_HEADER
 from proxy.request_ids import sane_request_id
 from proxy.status.rejections import RecentRejections
@@ -28,6 +30,10 @@ from proxy.throttled_log import ThrottledLog
 __all__ = ["CLIENT_FAULTS", "ClientFaults", "ServerLog"]
 
 log = logging.getLogger(__name__)
+
+# Detail messages kept per refusal, and their length: enough to say what is wrong.
+_MESSAGES = 5
+_MESSAGE_CHARS = 200
 
 
 class ClientFaults:
@@ -60,25 +66,46 @@ class ClientFaults:
         reason: str,
         error: str,
         details: Sequence[Mapping[str, str]] = (),
+        event: Any = None,
     ) -> None:
-        """Log a refused request (or event of a batch): status, reason, our one-line
-        error and the JSON pointers of ``details`` (their messages may quote the payload,
-        so they are left out)."""
+        """Log a refused request (or event of a batch) and keep it for the status page:
+        status, reason, our one-line error, each detail's pointer and message (ours,
+        which name what is wrong, never a value), the client's address and — when the
+        body was read — who sent the event: its producer and job (or dataset). Never the
+        payload or the token."""
         # The request's id while it is handled; outside, the client's header if it is sane
         # (it goes into the log line and the status page as it is).
         request_id = REQUEST_ID.get() or sane_request_id(request.headers.get(REQUEST_ID_HEADER))
         pointers = [d["pointer"] for d in details if "pointer" in d]
-        self.recent.add(status, reason, error, pointers, request_id)
+        messages = [
+            f"{d.get('pointer') or '(body)'}: {d['message']}"[:_MESSAGE_CHARS]
+            for d in details[:_MESSAGES]
+            if "message" in d
+        ]
+        sender = Sender.of(event)
+        client = request.remote or "?"
+        self.recent.add(
+            status,
+            reason,
+            error,
+            pointers,
+            request_id,
+            client=client,
+            producer=sender.producer,
+            job=sender.job,
+            messages=messages,
+        )
         where = f" at {pointers[0]}" if pointers else ""
         if len(pointers) > 1:
             where += f" (+{len(pointers) - 1})"
         self._warn(
             f"refused:{reason}",
-            "refused %d %s from %s%s: %s%s",
+            "refused %d %s from %s%s%s: %s%s",
             status,
             reason,
-            request.remote or "?",
+            client,
             f" request id {request_id!r}" if request_id else "",
+            sender.described(),
             error,
             where,
         )

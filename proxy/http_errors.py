@@ -35,6 +35,7 @@ class RequestError(Exception):
         *,
         headers: Mapping[str, str] | None = None,
         reason: str = "bad_request",
+        event: Any = None,
     ) -> None:
         super().__init__(error)
         self.status = status
@@ -43,6 +44,9 @@ class RequestError(Exception):
         self.headers = dict(headers or {})
         # Short machine label for metrics (rejected_total{reason=...}) and for clients.
         self.reason = reason
+        # The refused event when it was read: who sent it (producer, job) is logged and
+        # shown on the status page, never the event itself.
+        self.event = event
 
     def response(self) -> web.Response:
         return error_response(

@@ -17,6 +17,8 @@ from proxy.auth import Authenticator, Principal
 from proxy.client_faults import CLIENT_FAULTS
 from proxy.config import ProxyConfig
 from proxy.destinations import DeliveryError, TooLarge
+from proxy.destinations.hops import HEADER as HOPS_HEADER
+from proxy.destinations.hops import TooManyHops, take_request_hops
 from proxy.http_errors import RequestError, detail
 from proxy.ingest import parse_json, read_body
 from proxy.logs import REQUEST_ID
@@ -50,8 +52,23 @@ def _retry_after(request: web.Request) -> dict[str, str]:
 
 async def _read_json(request: web.Request) -> tuple[Any, Principal]:
     principal = request.app[AUTHENTICATOR].principal_of(request)
+    _take_hops(request)
     body = await read_body(request, request.app[CONFIG].server)
     return parse_json(body, request.content_type if request.body_exists else ""), principal
+
+
+def _take_hops(request: web.Request) -> None:
+    """The loop guard (proxy.destinations.hops): 508 for an event that passed too many
+    proxies — a consumer pointed back at its own proxy ends after one round."""
+    try:
+        take_request_hops(request.headers.get(HOPS_HEADER))
+    except TooManyHops as exc:
+        raise RequestError(508, str(exc), reason="loop_detected") from None
+    except ValueError:
+        value = request.headers.get(HOPS_HEADER)
+        raise RequestError(
+            400, f"the {HOPS_HEADER} header must be a count of proxies, got {value!r}"
+        ) from None
 
 
 def _delivery_failure(error: DeliveryError) -> Rejection:
@@ -102,6 +119,7 @@ async def post_event(request: web.Request) -> web.Response:
         rejection.details,
         headers=headers,
         reason=rejection.reason,
+        event=event,
     )
 
 
@@ -155,7 +173,8 @@ async def post_batch(request: web.Request) -> web.Response:
                 rejection.status,
                 rejection.reason,
                 f"event {index}: {rejection.error}",
-                [{"pointer": f"/{index}{d['pointer']}"} for d in rejection.details],
+                [{**d, "pointer": f"/{index}{d['pointer']}"} for d in rejection.details],
+                events[index],
             )
     repaired = {i: a for i, a in valid.items() if a.repairs and i not in failures}
     response = _batch_response(request, len(events), failures, repaired)

@@ -45,6 +45,13 @@ class ProxyMetrics:
             buckets=_LATENCY_BUCKETS,
             registry=self.registry,
         )
+        self.spooled = Counter(
+            "lineage_proxy_events_spooled",
+            "Events a destination acknowledged from its local spool because Kafka did not "
+            "confirm them (also in delivery_seconds: delivered = that count minus this).",
+            ["destination"],
+            registry=self.registry,
+        )
         self.delivery_failures = Counter(
             "lineage_proxy_delivery_failures",
             "Deliveries a destination refused or timed out, by destination.",

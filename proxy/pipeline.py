@@ -28,11 +28,14 @@ from typing import Any, TypeVar
 from proxy.auth import Principal
 from proxy.destinations import DeliveryError, Destination, TooLarge, size_refusal
 from proxy.destinations.deliver_each import deliver_each
+from proxy.destinations.hops import carrying, current_hops
 from proxy.exact_json import dumps
+from proxy.logs import REQUEST_ID
 from proxy.metrics import ProxyMetrics
 from proxy.openlineage import EventKind, event_kind, subject_name
 from proxy.openlineage.rejected import rejected_envelope
 from proxy.openlineage.repaired import Repair, RepairedEvent
+from proxy.repair_log import RepairLog
 from proxy.router import Route, Router, Trace
 from proxy.tap.hub import TapHub
 from proxy.throttled_log import ThrottledLog
@@ -84,7 +87,11 @@ class BestEffortQueue:
     def __init__(self, size: int, concurrency: int, metrics: ProxyMetrics) -> None:
         self.metrics = metrics
         self.concurrency = concurrency
-        self._queue: asyncio.Queue[tuple[Destination, dict[str, Any], bytes]] = asyncio.Queue(size)
+        # Each delivery with the proxies its event passed (the loop guard's count: the
+        # workers run outside the request's context).
+        self._queue: asyncio.Queue[tuple[Destination, dict[str, Any], bytes, int]] = asyncio.Queue(
+            size
+        )
         self._workers: list[asyncio.Task[None]] = []
 
     def start(self, deliver_one: DeliverOne) -> None:
@@ -95,7 +102,7 @@ class BestEffortQueue:
 
     def submit(self, destination: Destination, event: dict[str, Any], payload: bytes) -> None:
         try:
-            self._queue.put_nowait((destination, event, payload))
+            self._queue.put_nowait((destination, event, payload, current_hops()))
         except asyncio.QueueFull:
             self.metrics.best_effort_dropped.labels(destination.name).inc()
             log.warning(
@@ -106,9 +113,10 @@ class BestEffortQueue:
 
     async def _work(self, deliver_one: DeliverOne) -> None:
         while True:
-            destination, event, payload = await self._queue.get()
+            destination, event, payload, hops = await self._queue.get()
             try:
-                await deliver_one(destination, event, payload)
+                with carrying(hops):
+                    await deliver_one(destination, event, payload)
             except Exception as exc:
                 log.warning(
                     "best-effort delivery to %s failed: %s",
@@ -147,6 +155,7 @@ class EventPipeline:
         self.validator = validator
         self.tap = tap if tap is not None else TapHub()
         self.repairer = repairer
+        self.repair_log = RepairLog()
         self.router = router
         self.metrics = metrics
         self.best_effort = best_effort
@@ -175,6 +184,7 @@ class EventPipeline:
         if isinstance(event, RepairedEvent):
             for repair in event.repairs:
                 self.metrics.repaired.labels(repair.name).inc()
+            self.repair_log.repaired(event)
         subject = subject_name(event)
         dataset_event = event_kind(event) is EventKind.DATASET
         if subject is not None and not principal.may_post_for(
@@ -297,6 +307,8 @@ class EventPipeline:
                 "reason": rejection.reason,
                 "error": rejection.error,
                 "details": rejection.details,
+                # The id the client was answered with (and our log lines carry).
+                "request_id": REQUEST_ID.get(),
             },
         )
         route = self.router.route_rejected(envelope)
@@ -350,6 +362,9 @@ class EventPipeline:
                 failed += 1
         for _ in range(len(results) - failed):
             latency.observe(elapsed)
+        spooled = results.count(True)
+        if spooled:
+            self.metrics.spooled.labels(destination.name).inc(spooled)
         return results
 
     async def deliver_to(
@@ -363,6 +378,8 @@ class EventPipeline:
             self.metrics.delivery_failures.labels(destination.name, str(exc.retriable)).inc()
             raise
         self._latency(destination.name).observe(time.perf_counter() - started)
+        if spooled is True:
+            self.metrics.spooled.labels(destination.name).inc()
         return spooled
 
 

@@ -1,9 +1,12 @@
 """Whether each destination can take events now: one place for ``/readyz`` and the
 status page.
 
-``ready()`` is each destination's own answer (Kafka: the broker answers or the spool has
-room; a destination behind a circuit breaker: the circuit is closed). Destinations that
-can say more add a note (Kafka: its spool's depth and age).
+``ready()`` is each destination's own answer (Kafka: the broker answers, or it answered
+once since start and the spool has room; a destination behind a circuit breaker: the
+circuit is closed). Destinations that can say more add a note (Kafka: its spool's depth
+and age) and, when something is wrong, a ``problem`` in words (Kafka: since when it has
+not answered, where the events are, what to check). A destination that is ready with a
+problem makes the proxy *degraded*: it still takes events, but not as it should.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any
 
 from proxy.destinations import Destination
 
-__all__ = ["Health", "destination_health"]
+__all__ = ["Health", "destination_health", "overall_status"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,14 +27,25 @@ class Health:
     # The circuit breaker's state ("closed", "open", "half-open") for destinations with one.
     circuit: str | None
     details: dict[str, Any] | None
+    # What is wrong, in words an operator can act on (None: nothing).
+    problem: str | None = None
 
 
 async def destination_health(destinations: Sequence[Destination]) -> dict[str, Health]:
     states = await asyncio.gather(*(d.ready() for d in destinations))
     return {
-        d.name: Health(ready, _circuit(d), _note(d))
+        d.name: Health(ready, _circuit(d), _note(d), _problem(d))
         for d, ready in zip(destinations, states, strict=True)
     }
+
+
+def overall_status(health: Sequence[Health]) -> tuple[str, list[str]]:
+    """``ready``, ``degraded`` (every one ready, some with a problem) or ``not_ready``,
+    and the distinct problems (several destinations share one Kafka)."""
+    problems = list(dict.fromkeys(h.problem for h in health if h.problem))
+    if not all(h.ready for h in health):
+        return "not_ready", problems
+    return ("degraded" if problems else "ready"), problems
 
 
 def _circuit(destination: Destination) -> str | None:
@@ -39,6 +53,22 @@ def _circuit(destination: Destination) -> str | None:
     return None if breaker is None else str(breaker.state.value)
 
 
+def _innermost(destination: Destination, name: str) -> Any:
+    """``destination``'s attribute ``name``, or that of the one it wraps (retry)."""
+    current: Any = destination
+    while current is not None:
+        found = getattr(current, name, None)
+        if found is not None:
+            return found
+        current = getattr(current, "inner", None)
+    return None
+
+
 def _note(destination: Destination) -> dict[str, Any] | None:
-    note = getattr(destination, "readiness", None)
+    note = _innermost(destination, "readiness")
     return None if note is None else note()
+
+
+def _problem(destination: Destination) -> str | None:
+    problem = _innermost(destination, "problem")
+    return None if problem is None else problem()

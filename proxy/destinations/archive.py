@@ -65,6 +65,8 @@ from proxy.destinations.archive_layout import (
     escape_partition_value,
     event_partition,
     finished_files,
+    finished_name,
+    in_progress_files,
     is_finished_file,
 )
 from proxy.destinations.base import DeliveryError
@@ -80,6 +82,7 @@ __all__ = [
     "escape_partition_value",
     "event_partition",
     "finished_files",
+    "in_progress_files",
     "is_finished_file",
 ]
 
@@ -330,7 +333,7 @@ class ArchiveWriter:
             if whole == 0:
                 path.unlink()
                 return
-            final = path.with_name(path.name[1 : -len(IN_PROGRESS_SUFFIX)])
+            final = finished_name(path)
             os.rename(path, final)
             fsync_directory(path.parent)
             log.warning("archive: finalised %s left in progress by a stopped writer", final)

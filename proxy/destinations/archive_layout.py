@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from proxy.openlineage import subject_name
+from proxy.openlineage.rejected import rejected_event
 
 __all__ = [
     "DEFAULT_PARTITION",
@@ -44,6 +45,8 @@ __all__ = [
     "event_date",
     "event_partition",
     "finished_files",
+    "finished_name",
+    "in_progress_files",
     "is_finished_file",
 ]
 
@@ -122,8 +125,12 @@ def event_date(event: dict[str, Any]) -> str:
 
 
 def event_partition(event: dict[str, Any]) -> str:
-    """``dt=YYYY-MM-DD/namespace=<value>`` for an event (a relative directory)."""
+    """``dt=YYYY-MM-DD/namespace=<value>`` for an event (a relative directory). A
+    refused event's envelope goes under the namespace of the event inside, when it has
+    one, so refusals are found (and replayed) with the job's other events."""
     subject = subject_name(event)
+    if subject is None and isinstance(refused := rejected_event(event), dict):
+        subject = subject_name(refused)
     namespace = subject[0] if subject else ""
     return f"dt={event_date(event)}/namespace={escape_partition_value(namespace)}"
 
@@ -142,3 +149,15 @@ def is_finished_file(path: Path) -> bool:
 def finished_files(directory: Path) -> Iterable[Path]:
     """Every finished archive file under ``directory`` (what a reader should read)."""
     return sorted(p for p in directory.glob("dt=*/namespace=*/*") if is_finished_file(p))
+
+
+def in_progress_files(directory: Path) -> Iterable[Path]:
+    """Every file still being written under ``directory`` (``_*.inprogress``): its
+    fsynced whole lines are events the archive acknowledged, a reader that wants the
+    latest ones reads them too (up to the last newline)."""
+    return sorted(directory.glob(f"dt=*/namespace=*/_*{IN_PROGRESS_SUFFIX}"))
+
+
+def finished_name(path: Path) -> Path:
+    """The name an in-progress file gets when it is finished (renamed at rotation)."""
+    return path.with_name(path.name[1 : -len(IN_PROGRESS_SUFFIX)])

@@ -120,7 +120,9 @@ class SpoolConfig(StrictModel):
 
     # false: no spool — when Kafka cannot confirm, clients get 503 and must resend.
     enabled: bool = True
-    # One subdirectory per Kafka cluster; give each proxy process its own directory.
+    # Give each proxy process its own directory. It spools for kafka.bootstrap_servers'
+    # cluster in <directory>/default (whatever its address) and for a cluster a rules
+    # file names in a subdirectory named after that address.
     directory: Path = Path("var/spool")
     # When the spool holds this much, events Kafka cannot take get 503 + Retry-After.
     max_bytes: Annotated[int, Field(gt=0)] = 1024 * MiB

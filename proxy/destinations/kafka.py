@@ -23,10 +23,12 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, Resourc
 
 from proxy.destinations.base import DeliveryError, TooLarge
 from proxy.destinations.deliver_each import deliver_each
+from proxy.destinations.hops import kafka_headers as hop_headers
 from proxy.destinations.kafka_client_logs import kafka_client_config
 from proxy.destinations.spool import SpoolRefused
 from proxy.openlineage import event_key, event_kind, subject_name
 from proxy.openlineage.repaired import RepairedEvent
+from proxy.openlineage.times import utc_timestamp
 
 if TYPE_CHECKING:
     from proxy.destinations.kafka_spool import KafkaSpool
@@ -60,6 +62,8 @@ def event_headers(event: dict[str, Any]) -> list[tuple[str, bytes]]:
         headers.append(("ol_producer", producer.encode()))
     if isinstance(event, RepairedEvent):
         headers.append(("ol_repairs", event.header_value()))
+    # An event that came through another proxy keeps the count (loop guard).
+    headers.extend(hop_headers())
     return headers
 
 
@@ -94,6 +98,10 @@ class KafkaProducer:
         self.brokers_down = False
         self.last_delivered = time.monotonic()
         self.last_timed_out = 0.0
+        # Unix time a broker last answered a request (metadata, a delivery); None until
+        # one has since start. A TCP connect is no answer: a frozen broker accepts those.
+        self.answered_at: float | None = None
+        self.started_at = time.time()
 
     def start(self) -> None:
         self._current = self._new_generation()
@@ -168,6 +176,7 @@ class KafkaProducer:
         if err is None:
             self.brokers_down = False
             generation.last_delivered = self.last_delivered = time.monotonic()
+            self.answered_at = time.time()
         elif err.code() == KafkaError._MSG_TIMED_OUT:
             generation.last_timed_out = self.last_timed_out = time.monotonic()
         elif _breaks_producer(err):
@@ -289,7 +298,8 @@ class KafkaProducer:
         return sends.outcomes  # type: ignore[return-value]  # every one settled by now
 
     def cluster_reachable(self, timeout: float) -> bool:
-        """Blocking metadata request; call from a thread."""
+        """Whether a broker answers a metadata request within ``timeout`` (a request
+        answered, not a connection accepted). Blocking; call from a thread."""
         current = self._current
         if current is None or current.producer is None or not self.healthy:
             return False
@@ -297,6 +307,7 @@ class KafkaProducer:
             current.producer.list_topics(timeout=timeout)
         except KafkaException:
             return False
+        self.answered_at = time.time()
         return True
 
     def has_topic(self, topic: str, timeout: float = 10.0) -> bool:
@@ -548,6 +559,8 @@ class KafkaDestination:
         # rather than half stored or spooled and then refused by Kafka.
         self.max_message_bytes: int | None = None
         self.max_payload_bytes: int | None = None
+        # Whether the broker answered at the last ready(); None before the first.
+        self._reachable: bool | None = None
 
     async def start(self) -> None:
         """Learn the topic's message size limit; the shared producer's lifetime is owned
@@ -698,17 +711,57 @@ class KafkaDestination:
 
     async def ready(self) -> bool:
         """Ready when the broker answers and no spooled key is stuck behind a spool that
-        refuses (full, disk failing or stalled, drain wedged), or while the spool takes
-        events for it."""
+        refuses (full, disk failing or stalled, drain wedged); while the broker does not
+        answer, ready only if it has answered once since start (so a wrong address never
+        goes green) and the spool takes events for it — then :meth:`problem` says the
+        proxy is degraded."""
         if self._spool is not None:
             await self._spool.recheck()
             if self._spool.refusing_reason() is not None and (
                 self._spool.spool.events > 0 or not self._producer.delivering
             ):
+                self._reachable = None
                 return False
-        if await asyncio.to_thread(self._producer.cluster_reachable, 2.0):
+        self._reachable = await asyncio.to_thread(self._producer.cluster_reachable, 2.0)
+        if self._reachable:
             return True
+        if self._producer.answered_at is None:
+            return False
         return self._spool is not None and self._spool.accepting
+
+    def problem(self) -> str | None:
+        """What is wrong with this destination as of the last :meth:`ready`, in words an
+        operator can act on; None when Kafka answers and the spool takes events."""
+        if self._spool is not None and (refusing := self._spool.refusing_reason()):
+            return (
+                f"the spool at {self._spool.spool.directory} refuses events ({refusing}); "
+                "events Kafka does not confirm in time get 503 until it takes them again; "
+                "check its disk and the broker"
+            )
+        if self._reachable is not False:
+            return None
+        servers = self._producer.settings.get("bootstrap.servers", "?")
+        answered = self._producer.answered_at
+        if answered is None:
+            started = utc_timestamp(self._producer.started_at)
+            since = f"has not answered since the proxy started at {started}"
+            action = "check kafka.bootstrap_servers and that the broker is up"
+        else:
+            since = f"has not answered since {utc_timestamp(answered)}"
+            action = "check the broker"
+        if self._spool is None:
+            held = "events for it are refused with 503 (no spool)"
+        elif not self._spool.accepting:
+            held = (
+                f"the spool at {self._spool.spool.directory} is full or failing, so "
+                "events for it are refused with 503"
+            )
+        else:
+            held = (
+                f"{self._spool.spool.events} events are safe in the spool at "
+                f"{self._spool.spool.directory}"
+            )
+        return f"Kafka at {servers} {since}; {held}; {action}"
 
     def readiness(self) -> dict[str, Any] | None:
         """What /readyz adds to its body for this destination: the spool's state."""

@@ -10,8 +10,10 @@ librdkafka a ``logger``, an ``error_cb`` and a ``stats_cb`` that all report to o
 - when no broker answers (or authentication fails), one WARNING ``cannot reach Kafka
   at X: <reason>``; while the outage lasts, at most one ``still cannot reach …`` line
   per :data:`REPEAT_SECONDS`;
-- when a broker is connected again (librdkafka's statistics show one ``UP``), one INFO
-  ``Kafka at X reachable again``;
+- when a broker answers again (librdkafka's statistics show a broker that is ``UP`` and
+  received responses since the last statistics — a connection alone is no answer: a
+  frozen broker's kernel still accepts connections), one INFO ``Kafka at X reachable
+  again``;
 - one broker failing while the others answer is logged only once it has failed for
   :data:`BROKER_GRACE_SECONDS`, then at most once per :data:`REPEAT_SECONDS`;
 - any other librdkafka log line or error goes to the ``librdkafka`` logger, at most once
@@ -109,6 +111,10 @@ class ClusterLog:
         self._broker_failing_since: float | None = None
         self._broker_failed_last = 0.0
         self._other: dict[str, _Throttled] = {}
+        # Responses received per broker at the last statistics (librdkafka's ``rx``).
+        self._responses: dict[str, int] = {}
+        # Statistics documents read so far (how a test knows some were read in an outage).
+        self.statistics = 0
 
     # ---- the three callbacks librdkafka is given ----
 
@@ -135,14 +141,22 @@ class ClusterLog:
             self._other_line(f"error:{error.code()}", logging.WARNING, f"Kafka error: {reason}")
 
     def stats(self, document: str) -> None:
-        """``stats_cb``: librdkafka's statistics; a broker ``UP`` ends an outage."""
-        if self.unreachable_since is None:
-            return
+        """``stats_cb``: librdkafka's statistics; a broker that answered ends an outage."""
         try:
             brokers = orjson.loads(document).get("brokers", {})
         except (orjson.JSONDecodeError, AttributeError):
             return
-        if any(isinstance(b, dict) and b.get("state") == "UP" for b in brokers.values()):
+        answered = False
+        with self._lock:
+            self.statistics += 1
+            for name, broker in brokers.items() if isinstance(brokers, dict) else ():
+                if not isinstance(broker, dict) or not isinstance(broker.get("rx"), int):
+                    continue
+                before = self._responses.get(name, 0)
+                self._responses[name] = broker["rx"]
+                if broker.get("state") == "UP" and broker["rx"] > before:
+                    answered = True
+        if answered:
             self.reachable()
 
     # ---- what they mean ----

@@ -4,7 +4,8 @@ One :class:`KafkaSpool` per Kafka cluster the proxy writes to: a :class:`Spool` 
 disk plus a drainer task that forwards spooled messages with the same topic, key and
 headers as a direct send, oldest first — so per key, in the order they were accepted —
 and lets the spool delete a segment once Kafka confirmed every record in it. A spool
-left by an earlier run is drained at start.
+left by an earlier run is drained at start (which directory is whose:
+:mod:`proxy.destinations.spool_dirs`).
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ from prometheus_client.registry import Collector
 
 from proxy.destinations.kafka import KafkaProducer, refused_for_good
 from proxy.destinations.spool import DEAD_LETTER_FILE, Headers, Spool, SpooledRecord
+from proxy.destinations.spool_dirs import record_cluster
 from proxy.throttled_log import ThrottledLog
 
-__all__ = ["KafkaSpool", "SpoolMetrics", "SpoolRoots", "spool_directory", "spool_roots"]
+__all__ = ["KafkaSpool", "SpoolMetrics", "SpoolRoots", "spool_roots"]
 
 log = logging.getLogger(__name__)
 
@@ -38,15 +40,11 @@ _MAX_BACKOFF = 5.0
 _WEDGED_SECONDS = 30.0
 
 
-def spool_directory(root: Path, bootstrap_servers: str) -> Path:
-    """One directory per cluster under ``root``, named after its bootstrap servers."""
-    return root / re.sub(r"[^A-Za-z0-9.-]+", "_", bootstrap_servers)[:200]
-
-
 @dataclass(frozen=True)
 class SpoolRoots:
     """Where one proxy process spools (``own``), and the spools no live process owns that
-    it drains too (``orphans``); each root holds one directory per cluster."""
+    it drains too (``orphans``); each root holds one directory per cluster
+    (:mod:`proxy.destinations.spool_dirs`)."""
 
     own: Path
     orphans: tuple[Path, ...] = ()
@@ -111,6 +109,10 @@ class KafkaSpool:
 
     async def start(self) -> None:
         await self.spool.open()
+        # Which cluster these events are for: a spool left on disk is forwarded there
+        # (or named, if this proxy no longer writes to that cluster).
+        servers = str(self._producer.settings["bootstrap.servers"])
+        await asyncio.to_thread(record_cluster, self.spool.directory, servers)
         self._drainer = asyncio.create_task(self._drain_forever(), name="spool-drainer")
 
     async def close(self) -> None:
@@ -166,6 +168,8 @@ class KafkaSpool:
 
     def status(self) -> dict[str, Any]:
         return {
+            # Which spool: destinations of one cluster share it (the page shows it once).
+            "directory": str(self.spool.directory),
             "spooling": self.spool.events > 0,
             "events": self.spool.events,
             "bytes": self.spool.bytes,

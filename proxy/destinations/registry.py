@@ -31,9 +31,15 @@ from proxy.destinations.http.destination import HttpDestination
 from proxy.destinations.kafka import KafkaDestination, KafkaProducer
 from proxy.destinations.kafka_client_logs import failure_reason
 from proxy.destinations.kafka_keys import key_function
-from proxy.destinations.kafka_spool import KafkaSpool, SpoolRoots, spool_directory
+from proxy.destinations.kafka_spool import KafkaSpool, SpoolRoots
 from proxy.destinations.retry import CircuitBreaker, OnRetry, RetryingDestination
-from proxy.destinations.spool import Spool, SpoolLocked, holds_segments
+from proxy.destinations.spool import Spool, SpoolLocked
+from proxy.destinations.spool_dirs import (
+    cluster_for,
+    spool_contents,
+    spool_directories,
+    spool_directory,
+)
 
 __all__ = ["DestinationResources", "build_destination"]
 
@@ -63,7 +69,7 @@ class DestinationResources:
         self._wanted: dict[str, tuple[int, int]] = {}
         # One spool per cluster (bootstrap servers), shared by its producers' destinations.
         self._spools: dict[str, KafkaSpool] = {}
-        # Orphaned spools of those clusters being drained (nothing is appended to them).
+        # Spools left on disk being drained (nothing is appended to them).
         self._adopted: list[KafkaSpool] = []
 
     def producer(
@@ -97,10 +103,10 @@ class DestinationResources:
             return None
         servers = producer.settings["bootstrap.servers"]
         if servers not in self._spools:
-            spool = self._kafka_spool(spool_directory(self.spool_roots.own, servers), producer)
+            directory = spool_directory(self.spool_roots.own, servers, self.kafka.bootstrap_servers)
+            spool = self._kafka_spool(directory, producer)
             await spool.start()
             self._spools[servers] = spool
-            await self._adopt_orphans(producer)
         return self._spools[servers]
 
     def _kafka_spool(self, directory: Path, producer: KafkaProducer) -> KafkaSpool:
@@ -111,22 +117,53 @@ class DestinationResources:
             before_send=functools.partial(self._create_wanted, producer),
         )
 
-    async def _adopt_orphans(self, producer: KafkaProducer) -> None:
-        """Drain the orphaned spools of ``producer``'s cluster through it (see
-        :func:`spool_roots`); one another live process holds is left to that process."""
-        servers = producer.settings["bootstrap.servers"]
-        for root in self.spool_roots.orphans:
-            directory = spool_directory(root, servers)
-            if not await asyncio.to_thread(holds_segments, directory):
+    async def forward_leftovers(self) -> None:
+        """Drain every spool left on disk under this process's roots (see
+        :func:`spool_roots`) that no destination of this process writes: an earlier run's
+        with another address for the same cluster, an older version's, a larger worker
+        count's. One held by another live process is left to it; one written for a
+        cluster this config does not write to is named, with its count and how to send
+        it — never left without a word. Called once the rules' destinations are built."""
+        in_use = {spool.spool.directory for spool in self.spools}
+        roots = (self.spool_roots.own, *self.spool_roots.orphans)
+        found = await asyncio.to_thread(spool_directories, roots)
+        configured = self.kafka.bootstrap_servers
+        clusters = {p.settings["bootstrap.servers"] for p in self._producers.values()}
+        for directory in (d for d in found if d not in in_use):
+            servers = await asyncio.to_thread(cluster_for, directory, configured, clusters)
+            if servers is None:
+                await self._name_stranded(directory)
                 continue
+            producer = next(
+                (p for p in self._producers.values() if p.settings["bootstrap.servers"] == servers),
+                None,
+            ) or self.producer({}, servers)
             orphan = self._kafka_spool(directory, producer)
             try:
                 await orphan.start()
             except SpoolLocked:
                 log.info("spool %s is held by another live process; left to it", directory)
                 continue
-            log.warning("draining spool %s, which no running proxy process owns", directory)
+            log.warning(
+                "forwarding %d events left in spool %s to Kafka at %s",
+                orphan.spool.events,
+                directory,
+                servers,
+            )
             self._adopted.append(orphan)
+
+    async def _name_stranded(self, directory: Path) -> None:
+        contents = await asyncio.to_thread(spool_contents, directory)
+        log.error(
+            "spool %s holds %d acknowledged events for Kafka at %s, a cluster this "
+            "configuration does not write to: they are NOT forwarded. Send them with "
+            "`lineage-proxy spool drain %s --bootstrap-servers HOST:PORT` (the cluster "
+            "they are meant for)",
+            directory,
+            contents.events,
+            contents.cluster,
+            directory,
+        )
 
     async def ensure_topic(self, producer: KafkaProducer, topic: str, config: Any) -> None:
         """Create ``topic`` once per process if config.yaml allows; a failure only warns

@@ -50,7 +50,9 @@ class WorkerPart:
             "now": _reading_json(self.now),
             "growth": _reading_json(self.growth),
             "seconds": self.seconds,
-            "health": {name: [h.ready, h.circuit, h.details] for name, h in self.health.items()},
+            "health": {
+                name: [h.ready, h.circuit, h.details, h.problem] for name, h in self.health.items()
+            },
             "rejections": [r.as_json() for r in self.rejections],
         }
 
@@ -65,7 +67,14 @@ class WorkerPart:
             seconds=data["seconds"],
             health={name: Health(*state) for name, state in data["health"].items()},
             rejections=[
-                Rejected(**{**r, "pointers": tuple(r["pointers"])}) for r in data["rejections"]
+                Rejected(
+                    **{
+                        **r,
+                        "pointers": tuple(r["pointers"]),
+                        "messages": tuple(r.get("messages", ())),
+                    }
+                )
+                for r in data["rejections"]
             ],
         )
 
@@ -102,6 +111,7 @@ def merged_health(states: Sequence[Health]) -> Health:
         ready=all(s.ready for s in states),
         circuit=max(circuits, key=lambda c: _CIRCUIT_RANK.get(c, 3)) if circuits else None,
         details=_merged_details(details) if details else None,
+        problem=next((s.problem for s in states if s.problem), None),
     )
 
 

@@ -3,8 +3,9 @@
 Fed from :meth:`proxy.client_faults.ClientFaults.refused`, the one place a 4xx answer
 (invalid event, missing token, forbidden namespace, too large) is logged. A bounded
 ring: a flood of refusals costs a fixed amount of memory. It keeps the status, the
-reason, our one-line error, the JSON pointers and the request id — never the payload,
-the detail messages (they may quote the payload) or the token.
+reason, our one-line error, the JSON pointers with our messages (the validator's words
+name what is wrong, never a value), the request id, the client's address and who sent
+the event (producer, job or dataset namespace/name) — never the payload or the token.
 """
 
 from __future__ import annotations
@@ -26,9 +27,14 @@ class Rejected:
     error: str
     pointers: tuple[str, ...]
     request_id: str | None
+    client: str | None = None
+    producer: str | None = None
+    job: str | None = None
+    # "pointer: message" of the details, ours (they name what is wrong, not a value).
+    messages: tuple[str, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
-        return {**asdict(self), "pointers": list(self.pointers)}
+        return {**asdict(self), "pointers": list(self.pointers), "messages": list(self.messages)}
 
 
 class RecentRejections:
@@ -42,8 +48,26 @@ class RecentRejections:
         error: str,
         pointers: Sequence[str],
         request_id: str | None = None,
+        *,
+        client: str | None = None,
+        producer: str | None = None,
+        job: str | None = None,
+        messages: Sequence[str] = (),
     ) -> None:
-        self._ring.append(Rejected(time.time(), status, reason, error, tuple(pointers), request_id))
+        self._ring.append(
+            Rejected(
+                time.time(),
+                status,
+                reason,
+                error,
+                tuple(pointers),
+                request_id,
+                client,
+                producer,
+                job,
+                tuple(messages),
+            )
+        )
 
     def newest_first(self) -> list[Rejected]:
         return list(reversed(self._ring))

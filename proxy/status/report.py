@@ -9,14 +9,14 @@ the number ``/metrics`` shows.
 
 from __future__ import annotations
 
-import datetime
 import math
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from proxy.destinations import Destination
-from proxy.readiness import Health
+from proxy.openlineage.times import utc_timestamp
+from proxy.readiness import Health, overall_status
 from proxy.status.parts import WorkerPart, merged_health, merged_readings, newest_rejections
 from proxy.status.rates import Reading
 
@@ -28,14 +28,12 @@ _REPAIRED = "lineage_proxy_events_repaired_total"
 _ROUTED = "lineage_proxy_routed_events_total"
 _DELIVERY = "lineage_proxy_delivery_seconds"
 _FAILURES = "lineage_proxy_delivery_failures_total"
+_SPOOLED = "lineage_proxy_events_spooled_total"
 _CONSUMER_LAG = "lineage_consumer_lag"
 _CONSUMER_CIRCUIT = "lineage_consumer_circuit_open"
 _CONSUMER_DELIVERED = "lineage_consumer_delivered_total"
-
-
-def _iso(wall: float) -> str:
-    when = datetime.datetime.fromtimestamp(wall, datetime.UTC)
-    return when.isoformat(timespec="seconds").replace("+00:00", "Z")
+_CONSUMER_ASSIGNED = "lineage_consumer_assigned_partitions"
+_CONSUMER_UNREACHABLE = "lineage_consumer_kafka_unreachable"
 
 
 def _quantile(growth: Reading, destination: str, q: float) -> float | None:
@@ -96,12 +94,16 @@ def _destinations(
     growth: Reading,
     per_minute: float,
 ) -> list[dict[str, Any]]:
+    """Per destination: health, and what it delivered apart from what it only spooled
+    (a spooled event is safe on disk, not yet in Kafka)."""
     report = []
     for destination in destinations:
         name = destination.name
         recent = growth.total(_DELIVERY + "_count", destination=name)
+        spooled_recently = growth.total(_SPOOLED, destination=name)
         latency = None
-        if recent > 0:
+        # Latency of real deliveries: while everything is spooled it says nothing.
+        if recent - spooled_recently > 0:
             mean = growth.total(_DELIVERY + "_sum", destination=name) / recent
             p99 = _quantile(growth, name, 0.99)
             latency = {
@@ -109,41 +111,86 @@ def _destinations(
                 "p99": None if p99 is None else round(p99 * 1000, 2),
             }
         state = health[name]
+        spooled = now.total(_SPOOLED, destination=name)
+        spool = state.details or {}
         report.append(
             {
                 "name": name,
                 "durable": destination.durable,
                 "ready": state.ready,
+                # ready, degraded (ready, but something is wrong: problem) or not_ready.
+                "state": ("degraded" if state.problem else "ready") if state.ready else "not_ready",
+                "problem": state.problem,
                 "circuit": state.circuit,
-                "delivered": now.total(_DELIVERY + "_count", destination=name),
-                "delivered_per_minute": round(recent * per_minute, 1),
+                "delivered": now.total(_DELIVERY + "_count", destination=name) - spooled,
+                "delivered_per_minute": round((recent - spooled_recently) * per_minute, 1),
+                "spooled": spooled,
+                "spooled_per_minute": round(spooled_recently * per_minute, 1),
                 "failures": now.total(_FAILURES, destination=name),
                 "latency_ms": latency,
-                "spool": state.details,
+                # Which spool holds its events while Kafka does not confirm ("spools").
+                "spool": spool.get("directory"),
             }
         )
     return report
 
 
+def _spools(health: dict[str, Health]) -> list[dict[str, Any]]:
+    """Each spool once, with the destinations that share it (one per Kafka cluster)."""
+    spools: dict[str, dict[str, Any]] = {}
+    for name, state in health.items():
+        details = state.details or {}
+        directory = details.get("directory")
+        if directory is None:
+            continue
+        entry = spools.setdefault(
+            directory,
+            {**{k: v for k, v in details.items() if k != "directory"}, "destinations": []},
+        )
+        entry["directory"] = directory
+        entry["destinations"].append(name)
+    return list(spools.values())
+
+
 def _consumers(now: Reading, growth: Reading, per_minute: float) -> list[dict[str, Any]]:
-    """In-process consumers whose metrics are registered in the proxy's registry."""
+    """In-process consumers whose metrics are registered in the proxy's registry; lag is
+    None (unknown) while a consumer holds no partitions."""
     names = list(dict.fromkeys(labels["consumer"] for labels, _ in now.samples(_CONSUMER_LAG)))
-    names += [
-        labels["consumer"]
-        for labels, _ in now.samples(_CONSUMER_CIRCUIT)
-        if labels["consumer"] not in names
-    ]
-    return [
-        {
-            "name": name,
-            "lag": now.total(_CONSUMER_LAG, consumer=name),
-            "circuit_open": now.total(_CONSUMER_CIRCUIT, consumer=name) > 0,
-            "delivered_per_minute": round(
-                growth.total(_CONSUMER_DELIVERED, consumer=name) * per_minute, 1
-            ),
-        }
-        for name in names
-    ]
+    for family in (_CONSUMER_CIRCUIT, _CONSUMER_ASSIGNED):
+        names += [
+            labels["consumer"]
+            for labels, _ in now.samples(family)
+            if labels["consumer"] not in names
+        ]
+    report = []
+    for name in names:
+        assigned = next(
+            (v for labels, v in now.samples(_CONSUMER_ASSIGNED) if labels["consumer"] == name),
+            None,
+        )
+        unreachable = now.total(_CONSUMER_UNREACHABLE, consumer=name) > 0
+        circuit_open = now.total(_CONSUMER_CIRCUIT, consumer=name) > 0
+        if unreachable:
+            state = "kafka unreachable"
+        elif assigned == 0:
+            state = "no partitions"
+        elif circuit_open:
+            state = "target down"
+        else:
+            state = "consuming"
+        report.append(
+            {
+                "name": name,
+                "state": state,
+                "assigned_partitions": None if assigned is None else int(assigned),
+                "lag": None if assigned == 0 else now.total(_CONSUMER_LAG, consumer=name),
+                "circuit_open": circuit_open,
+                "delivered_per_minute": round(
+                    growth.total(_CONSUMER_DELIVERED, consumer=name) * per_minute, 1
+                ),
+            }
+        )
+    return report
 
 
 def _workers(workers: Sequence[tuple[int, str, WorkerPart | None]]) -> list[dict[str, Any]]:
@@ -177,18 +224,23 @@ def status_report(
         for d in destinations
     }
     destination_report = _destinations(destinations, health, now, growth, per_minute)
+    state, problems = overall_status([health[d.name] for d in destinations if d.durable])
     return {
-        "time": _iso(time.time()),
+        "time": utc_timestamp(time.time()),
         "answered_by": answered_by,
         "uptime_seconds": round(max(p.uptime_seconds for p in parts), 1),
         "window_seconds": round(seconds, 1),
-        "ready": all(d["ready"] for d in destination_report if d["durable"]),
+        "ready": state != "not_ready",
+        # As /readyz says it: ready, degraded (taking events, not as it should), not_ready.
+        "status": state,
+        "problems": problems,
         "events": _events(now, growth, per_minute),
         "rules": _rules(now, growth, per_minute),
         "destinations": destination_report,
+        "spools": _spools(health),
         "consumers": _consumers(now, growth, per_minute),
         "workers": _workers(workers),
         "recent_rejections": [
-            {**r.as_json(), "time": _iso(r.time)} for r in newest_rejections(parts)
+            {**r.as_json(), "time": utc_timestamp(r.time)} for r in newest_rejections(parts)
         ],
     }

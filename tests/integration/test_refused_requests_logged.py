@@ -37,7 +37,12 @@ async def test_refused_requests_are_logged_once_per_reason_without_payload_or_to
     invalid = run_event(namespace="team-a")
     invalid["run"]["runId"] = MARKER  # not a UUID: 400 at /run/runId
     forbidden = run_event(namespace="team-b")
-    forbidden["job"]["name"] = MARKER
+    # The job's namespace/name say who sent it and are logged; a value inside never is.
+    forbidden["run"]["facets"]["note"] = {
+        "_producer": "https://example.com/notes",
+        "_schemaURL": "https://example.com/NoteRunFacet.json",
+        "text": MARKER,
+    }
     url_of: dict[str, str] = {}
     async with start_proxy(auth=AUTH) as url, ClientSession() as session:
         url_of["lineage"] = f"{url}/api/v1/lineage"
@@ -66,6 +71,9 @@ async def test_refused_requests_are_logged_once_per_reason_without_payload_or_to
     assert first_invalid.startswith("refused 400 invalid from ")
     assert "request id 'req-" in first_invalid and "at /run/runId" in first_invalid
     assert "request id 'req-f'" in by_reason["forbidden"][0]
+    assert (
+        "(producer https://github.com/lineage-proxy/tests, job team-b/" in by_reason["forbidden"][0]
+    )
     assert MARKER not in caplog.text and TOKEN not in caplog.text
 
 

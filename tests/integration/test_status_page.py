@@ -32,7 +32,13 @@ def traffic(marker: str) -> tuple[list[dict], list[dict]]:
     payloads carry ``marker``, which must never show on the page."""
     valid = [run_event(namespace="team-a") for _ in range(3)]
     valid[2]["eventTime"] = "2026-11-23T10:00:00"
-    invalid = [run_event(namespace="team-a", name=marker) for _ in range(2)]
+    invalid = [run_event(namespace="team-a", name="nightly") for _ in range(2)]
+    for event in invalid:  # the job's name is shown (who sent it), a facet's value never
+        event["run"]["facets"]["note"] = {
+            "_producer": "https://example.com/notes",
+            "_schemaURL": "https://example.com/NoteRunFacet.json",
+            "text": marker,
+        }
     invalid[0]["run"]["runId"] = f"{marker}-not-a-uuid"
     invalid[1]["eventType"] = "FINISHED"
     return valid, invalid
@@ -64,13 +70,22 @@ async def test_status_json_counts_traffic_and_lists_rejections_without_payload(s
     assert report["ready"] is True
     kafka = next(d for d in report["destinations"] if d["name"] == "kafka")
     assert kafka["delivered"] == 3 and kafka["ready"] and kafka["latency_ms"]["mean"] > 0
-    assert kafka["spool"]["spooling"] is False
+    assert (kafka["state"], kafka["spooled"], kafka["problem"]) == ("ready", 0, None)
+    # One spool per cluster, shown once with the destinations that share it.
+    [spool] = report["spools"]
+    assert kafka["spool"] == spool["directory"] and spool["spooling"] is False
+    assert sorted(spool["destinations"]) == ["kafka", "rejected"]
+    assert report["status"] == "ready" and report["problems"] == []
     rules = {r["name"]: (r["matched"], r["matched_per_minute"]) for r in report["rules"]}
     assert rules["(default)"] == (3, 3)
     newest, oldest = report["recent_rejections"]
     assert (oldest["status"], oldest["reason"]) == (400, "invalid")
     assert (oldest["pointers"], oldest["request_id"]) == (["/run/runId"], "r-1")
     assert newest["pointers"] == ["/eventType"]
+    # Traceable: what is wrong, who sent it, from where — never the payload.
+    assert oldest["messages"] == ["/run/runId: not a valid UUID"], oldest
+    assert (oldest["client"], oldest["job"]) == ("127.0.0.1", "team-a/nightly")
+    assert oldest["producer"] == valid[0]["producer"]
 
 
 async def test_status_page_needs_a_token_when_auth_is_on_and_it_and_the_tap_can_be_switched_off(

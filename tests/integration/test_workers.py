@@ -21,8 +21,8 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.destinations.kafka import KafkaProducer, event_headers
-from proxy.destinations.kafka_spool import spool_directory
 from proxy.destinations.spool import Spool
+from proxy.destinations.spool_dirs import spool_directory
 from proxy.embedded_broker import EmbeddedBroker, free_port
 from proxy.openlineage import event_key
 from tests.faults.figures import report
@@ -226,7 +226,9 @@ async def test_spool_left_by_a_run_with_more_workers_is_drained_to_kafka_at_star
     # Worker 3 of an earlier `--workers 4` run spooled these and never drained them.
     events = [run_event(name=f"job-{i % 5}") for i in range(50)]
     orphan = Spool(
-        spool_directory(tmp_path / "worker-3", broker.bootstrap_servers), 1 << 30, 1 << 20
+        spool_directory(tmp_path / "worker-3", broker.bootstrap_servers, broker.bootstrap_servers),
+        1 << 30,
+        1 << 20,
     )
     await orphan.open()
     for event in events:

@@ -76,10 +76,36 @@ def test_in_process_consumers_show_lag_and_circuit_from_their_registered_metrics
     marquez.set_lag("openlineage.events", 0, 7)
     marquez.set_lag("openlineage.events", 1, 5)
     marquez.circuit_open.set(1)
+    marquez.assigned_partitions.set(2)
     reading = read_registry(registry)
     assert _consumers(reading, reading, 1.0) == [
-        {"name": "marquez", "lag": 12, "circuit_open": True, "delivered_per_minute": 0}
+        {
+            "name": "marquez",
+            "state": "target down",
+            "assigned_partitions": 2,
+            "lag": 12,
+            "circuit_open": True,
+            "delivered_per_minute": 0,
+        }
     ]
+
+
+def test_a_consumer_that_lost_its_partitions_says_so_and_shows_no_lag():
+    """Kafka frozen: the group dropped the consumer — "closed, lag 0" would be a lie."""
+    registry = CollectorRegistry()
+    archive = ConsumerMetrics("archive")
+    registry.register(archive.registry)
+    archive.assigned_partitions.set(0)
+    reading = read_registry(registry)
+    [shown] = _consumers(reading, reading, 1.0)
+    assert (shown["state"], shown["lag"], shown["assigned_partitions"]) == (
+        "no partitions",
+        None,
+        0,
+    )
+    archive.kafka_unreachable.set(1)
+    reading = read_registry(registry)
+    assert _consumers(reading, reading, 1.0)[0]["state"] == "kafka unreachable"
 
 
 def test_rejection_ring_keeps_the_newest_and_no_payload():
@@ -94,6 +120,10 @@ def test_rejection_ring_keeps_the_newest_and_no_payload():
         "error",
         "pointers",
         "request_id",
+        "client",
+        "producer",
+        "job",
+        "messages",
     }
 
 

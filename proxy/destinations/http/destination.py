@@ -18,6 +18,7 @@ from typing import Any
 import aiohttp
 
 from proxy.destinations.base import DeliveryError
+from proxy.destinations.hops import outgoing_headers
 from proxy.destinations.http.target import HttpTarget
 from proxy.destinations.retry import CircuitBreaker, OnRetry, RetryingDestination
 
@@ -93,7 +94,10 @@ class HttpDestination:
         if self._session is None:
             raise RuntimeError(f"{self.name}: destination not started")
         try:
-            async with self._session.post(self._url, data=body, headers=self._headers) as resp:
+            # Says how many proxies the event passed: a target that is a proxy refuses a
+            # loop (proxy.destinations.hops).
+            headers = {**self._headers, **outgoing_headers()}
+            async with self._session.post(self._url, data=body, headers=headers) as resp:
                 answer = await resp.read()
                 status = resp.status
                 retry_after = parse_retry_after(resp.headers.get("Retry-After"))

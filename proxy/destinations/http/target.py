@@ -45,10 +45,15 @@ _RETRIABLE = {408, 425, 429}
 # dead-lettering every event for them would empty the stream into the DLQ, so they are
 # retried (the circuit breaker paces it) until an operator fixes the config.
 _CONFIGURATION = {401, 403, 404, 405, 407}
+# A lineage proxy's answer to an event that came round in a loop (proxy.destinations.hops).
+_LOOP_DETECTED = 508
 
 
 def judge_status(status: int) -> Verdict:
     """The rules every target starts from: 2xx accepted; 5xx, 408, 425, 429 retriable."""
+    if status == _LOOP_DETECTED:
+        # A proxy refused the event as one sent round in a loop: retrying cannot help.
+        return Verdict(False, False, "HTTP 508: loop detected — the target sends events back")
     if 200 <= status < 300:
         return ACCEPTED
     if status >= 500 or status in _RETRIABLE:

@@ -221,3 +221,55 @@ async def test_progress_without_a_terminal_is_a_line_every_period_with_rate_and_
     assert "/s  ETA " in lines[0]
     assert lines[-1].startswith(f"replay: 2026-11-22  sent {len(ARCHIVED)}  failed 0")
     assert "ETA" not in lines[-1]  # done: nothing left to estimate
+
+
+async def _archive_with_files_in_progress(
+    directory,
+) -> tuple[list[dict], ArchiveWriter, ArchiveWriter]:
+    """One finished file, and a plain and a gzip writer still writing (their files are
+    ``_*.inprogress``), one with a line being written (no newline yet)."""
+    finished = _event("team-a", "2026-11-21T10:00:00Z")
+    done = ArchiveWriter(directory)
+    await done.start()
+    await done.write(finished, orjson.dumps(finished))
+    await done.close()
+    plain, zipped = ArchiveWriter(directory), ArchiveWriter(directory, gzip=True)
+    await plain.start()
+    await zipped.start()
+    latest = [_event("team-a", f"2026-11-21T10:0{i}:30Z") for i in range(6)]
+    for i, event in enumerate(latest):
+        await (zipped if i % 2 else plain).write(event, orjson.dumps(event))
+    [growing] = [
+        p for p in directory.rglob("_*.inprogress") if not p.name.endswith(".gz.inprogress")
+    ]
+    with growing.open("ab") as handle:
+        handle.write(b'{"eventTime": "2026-11-21T10:09:00Z", "produ')
+    return [finished, *latest], plain, zipped
+
+
+async def test_replay_includes_files_still_being_written_up_to_their_last_whole_line(tmp_path):
+    events, plain, zipped = await _archive_with_files_in_progress(tmp_path)
+    try:
+        async with MarquezDouble() as marquez:
+            result = await replay(*_sections(marquez.url), tmp_path, "backfill", ReplayFilter())
+    finally:
+        await plain.close()
+        await zipped.close()
+    assert sorted(e["run"]["runId"] for e in marquez.events) == sorted(
+        e["run"]["runId"] for e in events
+    )
+    assert (result.sent, result.unreadable, result.in_progress_files) == (7, 0, 2)
+
+
+async def test_replay_cli_says_how_many_files_were_still_being_written(broker, topic, tmp_path):
+    events, plain, zipped = await _archive_with_files_in_progress(tmp_path / "archive")
+    try:
+        process = await _replay_cli(
+            tmp_path, broker.bootstrap_servers, "--to-topic", topic, "--create-topic"
+        )
+    finally:
+        await plain.close()
+        await zipped.close()
+    assert process.returncode == 0, process.stderr
+    assert f"replayed {len(events)} events to {topic}" in process.stderr
+    assert "2 of the files read were still being written (_*.inprogress)" in process.stderr

@@ -67,8 +67,8 @@ def test_an_outage_is_one_line_then_one_a_minute_then_one_when_back(caplog) -> N
     _fail(cluster)
     assert len(caplog.records) == 2
     assert _lines(caplog)[1].startswith("still cannot reach Kafka at 127.0.0.1:1 after 70 s")
-    cluster.stats(orjson.dumps({"brokers": {"b/1": {"state": "UP", "nodeid": 1}}}).decode())
-    cluster.stats(orjson.dumps({"brokers": {"b/1": {"state": "UP", "nodeid": 1}}}).decode())
+    cluster.stats(orjson.dumps({"brokers": {"b/1": {"state": "UP", "rx": 3}}}).decode())
+    cluster.stats(orjson.dumps({"brokers": {"b/1": {"state": "UP", "rx": 5}}}).decode())
     assert _lines(caplog)[2:] == ["Kafka at 127.0.0.1:1 reachable again (after 70 s)"]
     _fail(cluster)  # a new outage is news again
     assert _lines(caplog)[3].startswith("cannot reach Kafka at 127.0.0.1:1:")
@@ -104,6 +104,20 @@ def test_statistics_without_a_connected_broker_end_no_outage(caplog) -> None:
     cluster.stats(orjson.dumps({"brokers": {"b:9092/bootstrap": {"state": "INIT"}}}).decode())
     cluster.stats("not json")
     assert len(caplog.records) == 1 and cluster.unreachable_since is not None
+
+
+def test_a_connected_broker_that_answers_nothing_ends_no_outage(caplog) -> None:
+    """A frozen broker (SIGSTOP): its kernel accepts the connection, librdkafka may show
+    it UP, but no response arrives — that is not "reachable again"."""
+    caplog.set_level(logging.INFO)
+    cluster = ClusterLog("b:9092", clock=Clock())
+    cluster.stats(orjson.dumps({"brokers": {"b:9092/1": {"state": "UP", "rx": 40}}}).decode())
+    _fail(cluster)
+    for _ in range(4):
+        cluster.stats(orjson.dumps({"brokers": {"b:9092/1": {"state": "UP", "rx": 40}}}).decode())
+    assert len(caplog.records) == 1 and cluster.unreachable_since is not None
+    cluster.stats(orjson.dumps({"brokers": {"b:9092/1": {"state": "UP", "rx": 41}}}).decode())
+    assert _lines(caplog)[1].startswith("Kafka at b:9092 reachable again")
 
 
 def test_no_line_has_an_empty_reason(caplog) -> None:

@@ -170,14 +170,14 @@ def test_dry_run_names_the_topic_and_key_the_archive_partition_and_the_http_url(
         },
     ]
 
-    # The rejected route gets the envelope: no job to key by, filed under the default partition.
+    # The rejected route gets the envelope: no job to key by, filed under the job's namespace.
     del event["producer"]
     events.write_bytes(orjson.dumps(event))
     assert main(["rules", "test", str(REPO / "routing_rules" / "default.yaml"), str(events)]) == 1
     text = capsys.readouterr().out
     assert "rejected (kafka): topic openlineage.events.rejected, key (none)" in text
     assert "directory var/archive/rejected, partition dt=" in text
-    assert "/namespace=__HIVE_DEFAULT_PARTITION__" in text
+    assert "/namespace=team-a\n" in text
 
     spark = rich_run_event()
     spark["producer"] = "https://github.com/OpenLineage/OpenLineage/tree/1.40.0/integration/spark"
