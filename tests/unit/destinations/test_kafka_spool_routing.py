@@ -29,6 +29,9 @@ class ProducerDouble:
         self.delivering = True
         self.timing_out = False
         self.sent: list[tuple[str, bytes, str | None]] = []
+        # What a spool records as its cluster at start (spool_dirs.record_cluster).
+        self.settings = {"bootstrap.servers": "127.0.0.1:9092"}
+        self.answered_at: float | None = 0.0
 
     async def produce_many(
         self, topic: str, messages: list[tuple[bytes, str | None, Any]], wait_seconds: Any = None
