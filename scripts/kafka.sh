@@ -21,6 +21,10 @@ fetch() {
   [ -f "$home/libs/.complete" ] && return 0
   command -v mvn >/dev/null || { echo "kafka.sh: mvn not found (apt-get install maven)" >&2; exit 2; }
   mkdir -p "$home"
+  # Test workers may all ask at once: one fetches, the others wait for it.
+  exec 9>"$home/.lock"
+  flock 9
+  [ -f "$home/libs/.complete" ] && return 0
   # A pom whose only job is to name the broker; copy-dependencies resolves its runtime closure.
   # log4j-slf4j-impl routes the broker's slf4j logging to log4j2 (server.log per node).
   cat >"$home/pom.xml" <<EOF

@@ -78,15 +78,19 @@ ProxyFactory = Callable[..., Any]
 
 
 @pytest.fixture
-def start_proxy(broker: KafkaCluster, topic: str) -> ProxyFactory:
+def start_proxy(request: pytest.FixtureRequest, topic: str) -> ProxyFactory:
     """``async with start_proxy(**sections) as url:`` — a real proxy on a loopback port,
     served exactly as ``lineage-proxy serve`` serves it (``bootstrap=`` points it at
-    another broker than the session's; ``server={"tls": ...}`` serves https)."""
+    another broker than the session's, and then the session's cluster is not started for
+    it; ``server={"tls": ...}`` serves https)."""
 
     @asynccontextmanager
     async def start(bootstrap: str | None = None, **sections: dict[str, Any]) -> AsyncIterator[str]:
         sections["server"] = {"host": "127.0.0.1", "port": 0, **sections.get("server", {})}
-        config = proxy_config(bootstrap or broker.bootstrap_servers, topic, **sections)
+        if bootstrap is None:
+            session_broker: KafkaCluster = request.getfixturevalue("broker")
+            bootstrap = session_broker.bootstrap_servers
+        config = proxy_config(bootstrap, topic, **sections)
         async with serving(create_app(config), listener_tls(config)) as port:
             yield f"{'https' if config.server.tls else 'http'}://127.0.0.1:{port}"
 

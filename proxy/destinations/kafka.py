@@ -24,6 +24,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, Resourc
 from proxy.destinations.base import DeliveryError
 from proxy.destinations.deliver_each import deliver_each
 from proxy.destinations.kafka_client_logs import kafka_client_config
+from proxy.destinations.kafka_replicas import replication_shortfall
 from proxy.destinations.spool import SpoolFull
 from proxy.openlineage import event_key, event_kind, subject_name
 from proxy.openlineage.repaired import RepairedEvent
@@ -483,6 +484,8 @@ class KafkaDestination:
         # Largest payload the topic takes; known before anything is written anywhere so
         # that an oversized event is refused (413) rather than half stored.
         self.max_payload_bytes: int | None = None
+        # Why Kafka refuses writes, as the cluster said at the last readiness check.
+        self._kafka_says: str | None = None
 
     async def start(self) -> None:
         """Learn the topic's message size limit; the shared producer's lifetime is owned
@@ -610,14 +613,25 @@ class KafkaDestination:
                 del self._to_spool[key]
 
     async def ready(self) -> bool:
-        """Ready when the broker answers, or while the spool takes events for it."""
-        if await asyncio.to_thread(self._producer.cluster_reachable, 2.0):
+        """Ready when the broker answers, or while the spool takes events for it. While
+        Kafka does not confirm, the cluster is asked why (a replication shortfall)."""
+        producer = self._producer
+        self._kafka_says = None
+        if not producer.delivering or (self._spool is not None and self._spool.spool.events):
+            self._kafka_says = await asyncio.to_thread(
+                replication_shortfall, producer.settings, self.topic
+            )
+        if self._kafka_says is None and await asyncio.to_thread(producer.cluster_reachable, 2.0):
             return True
         return self._spool is not None and self._spool.accepting
 
     def readiness(self) -> dict[str, Any] | None:
-        """What /readyz adds to its body for this destination: the spool's state."""
-        return None if self._spool is None else self._spool.status()
+        """What /readyz adds to its body for this destination: the spool's state, and what
+        the cluster says when it refuses writes."""
+        note = None if self._spool is None else self._spool.status()
+        if self._kafka_says is not None:
+            note = {**(note or {}), "kafka_says": self._kafka_says}
+        return note
 
     async def close(self) -> None:
         """Nothing of its own to close: the shared producer is flushed by its owner."""

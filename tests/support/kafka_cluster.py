@@ -207,7 +207,7 @@ class KafkaCluster:
         if node.running():
             raise RuntimeError(f"node {node_id} is running")
         self._launch(node)
-        self.wait_for_brokers(len(self.nodes), timeout, node_id)
+        self.wait_for_brokers(1, timeout, node_id)
 
     def __enter__(self) -> KafkaCluster:
         return self.start()
@@ -248,16 +248,19 @@ class KafkaCluster:
         metadata = admin.list_topics(topic, timeout=timeout)
         return int(metadata.topics[topic].partitions[partition].leader)
 
-    def active_controller(self) -> int:
-        """The node id leading the KRaft quorum, from a running node's ``quorum-state`` file
-        (the metadata log's own record of the elected leader; clients cannot ask for it)."""
+    def active_controller(self) -> int | None:
+        """The node id leading the KRaft quorum, from the running nodes' ``quorum-state``
+        files (the metadata log's own record of the elected leader; clients cannot ask
+        for it): the newest epoch's leader, None while an election is under way."""
+        newest: tuple[int, int] | None = None
         for node in self.nodes:
             state = node.log_dir / "__cluster_metadata-0" / "quorum-state"
             if node.running() and state.exists():
-                leader = json.loads(state.read_text()).get("leaderId", -1)
-                if leader >= 0:
-                    return int(leader)
-        raise RuntimeError("no KRaft leader known")
+                with contextlib.suppress(ValueError, OSError):  # being rewritten
+                    saved = json.loads(state.read_text())
+                    epoch_leader = (int(saved["leaderEpoch"]), int(saved["leaderId"]))
+                    newest = max(newest or epoch_leader, epoch_leader)
+        return None if newest is None or newest[1] < 0 else newest[1]
 
     def rss_bytes(self) -> dict[int, int]:
         """Resident memory of each running node (from /proc)."""
