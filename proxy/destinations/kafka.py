@@ -278,6 +278,11 @@ class KafkaProducer:
                     timer.cancel()
         return sends.outcomes  # type: ignore[return-value]  # every one settled by now
 
+    def admin_client(self) -> AdminClient:
+        """An admin client of the producer's cluster, with its connection and security
+        settings."""
+        return AdminClient(kafka_client_config(self.settings))
+
     def cluster_reachable(self, timeout: float) -> bool:
         """Blocking metadata request; call from a thread."""
         current = self._current
@@ -304,7 +309,7 @@ class KafkaProducer:
         limit = int(self.settings.get("message.max.bytes", _LIBRDKAFKA_MESSAGE_MAX_BYTES))
         if not ask_broker:
             return limit
-        admin = AdminClient(kafka_client_config(self.settings))
+        admin = self.admin_client()
         resource = ConfigResource(ResourceType.TOPIC, topic)
         try:
             configs = admin.describe_configs([resource], request_timeout=timeout)[resource]
@@ -318,7 +323,7 @@ class KafkaProducer:
 
     def ensure_topics(self, topics: Mapping[str, tuple[int, int]], timeout: float = 10.0) -> None:
         """Create missing topics (name → (partitions, replication)); blocking, call at start."""
-        admin = AdminClient(kafka_client_config(self.settings))
+        admin = self.admin_client()
         new = [NewTopic(name, p, r) for name, (p, r) in topics.items()]
         for name, future in admin.create_topics(new, request_timeout=timeout).items():
             try:
@@ -619,7 +624,7 @@ class KafkaDestination:
         self._kafka_says = None
         if not producer.delivering or (self._spool is not None and self._spool.spool.events):
             self._kafka_says = await asyncio.to_thread(
-                replication_shortfall, producer.settings, self.topic
+                replication_shortfall, producer.admin_client(), self.topic
             )
         if self._kafka_says is None and await asyncio.to_thread(producer.cluster_reachable, 2.0):
             return True

@@ -10,23 +10,15 @@ wrong and what brings writes back. Tansu has no replication and never says this.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
-
-from proxy.destinations.kafka_client_logs import kafka_client_config
 
 __all__ = ["replication_shortfall"]
 
 
-def replication_shortfall(
-    settings: Mapping[str, Any], topic: str, timeout: float = 2.0
-) -> str | None:
+def replication_shortfall(admin: AdminClient, topic: str, timeout: float = 2.0) -> str | None:
     """A sentence naming the partitions of ``topic`` with fewer in-sync replicas than its
-    ``min.insync.replicas`` (None when there are none, or the cluster cannot say).
-    Blocking: call from a thread."""
-    admin = AdminClient(kafka_client_config(settings))
+    ``min.insync.replicas`` (None when there are none, or the cluster cannot say), asked
+    through ``admin`` (``KafkaProducer.admin_client()``). Blocking: call from a thread."""
     try:
         metadata = admin.list_topics(topic, timeout=timeout)
         resource = ConfigResource(ResourceType.TOPIC, topic)

@@ -33,7 +33,8 @@ from tests.sample_events import facet, run_event
 from tests.support.kafka_cluster import KafkaCluster
 from tests.waiting import wait_for
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+# Cluster starts and broker restarts are minutes of JVM time on a loaded 2-core machine.
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
 RECOVERY_SECONDS = 30
 # The producer itself is under test: without a spool every answer while Kafka cannot
