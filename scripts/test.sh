@@ -19,6 +19,8 @@ fi
 .venv/bin/mypy
 # The import contracts of pyproject.toml: fails when an arrow between layers points up.
 .venv/bin/lint-imports
+# Apache Kafka's jars for the test clusters (Maven, once; later runs reuse the cache).
+scripts/kafka.sh fetch
 status=0
 .venv/bin/python -m pytest "$@" || status=$?
 if [ "$status" -eq 5 ]; then

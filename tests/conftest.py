@@ -1,4 +1,4 @@
-"""Fixtures shared by the whole suite: one real broker per session, proxies on loopback."""
+"""Fixtures shared by the whole suite: one real Kafka cluster per session, proxies on loopback."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import pytest
 
 from proxy.app import create_app
 from proxy.config import ProxyConfig, load_config
-from proxy.embedded_broker import EmbeddedBroker
 from proxy.serve import listener_tls, serving
+from tests.support.kafka_cluster import KafkaCluster
 
 REPO = Path(__file__).resolve().parents[1]
 # The official OpenLineage spec (JSON Schemas and examples), the oracle of the validator
@@ -42,10 +42,18 @@ def _remove_test_archive() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def broker() -> Iterator[EmbeddedBroker]:
-    """A real Kafka-protocol broker (Tansu) for the whole test session."""
-    with EmbeddedBroker() as running:
-        yield running
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """Apache Kafka for the whole test session (of each xdist worker): 3 KRaft brokers on
+    loopback, topics with replication factor 3 and ``min.insync.replicas=2``. The quick
+    start's embedded broker (Tansu) keeps its own smoke test (test_cli.py)."""
+    directory = tmp_path_factory.mktemp("kafka")
+    cluster = KafkaCluster(directory, brokers=3).start()
+    try:
+        yield cluster
+    finally:
+        # No clean stop is under test here: SIGKILL is quick and the data is thrown away.
+        cluster.kill_all()
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 @pytest.fixture
@@ -70,15 +78,19 @@ ProxyFactory = Callable[..., Any]
 
 
 @pytest.fixture
-def start_proxy(broker: EmbeddedBroker, topic: str) -> ProxyFactory:
+def start_proxy(request: pytest.FixtureRequest, topic: str) -> ProxyFactory:
     """``async with start_proxy(**sections) as url:`` — a real proxy on a loopback port,
     served exactly as ``lineage-proxy serve`` serves it (``bootstrap=`` points it at
-    another broker than the session's; ``server={"tls": ...}`` serves https)."""
+    another broker than the session's, and then the session's cluster is not started for
+    it; ``server={"tls": ...}`` serves https)."""
 
     @asynccontextmanager
     async def start(bootstrap: str | None = None, **sections: dict[str, Any]) -> AsyncIterator[str]:
         sections["server"] = {"host": "127.0.0.1", "port": 0, **sections.get("server", {})}
-        config = proxy_config(bootstrap or broker.bootstrap_servers, topic, **sections)
+        if bootstrap is None:
+            session_broker: KafkaCluster = request.getfixturevalue("broker")
+            bootstrap = session_broker.bootstrap_servers
+        config = proxy_config(bootstrap, topic, **sections)
         async with serving(create_app(config), listener_tls(config)) as port:
             yield f"{'https' if config.server.tls else 'http'}://127.0.0.1:{port}"
 

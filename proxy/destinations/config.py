@@ -149,8 +149,9 @@ class KafkaConfig(StrictModel):
     create_topics: bool = True
     # Partitions of a topic we create; events of one run share a partition.
     topic_partitions: Annotated[int, Field(ge=1)] = 3
-    # Replication factor of a topic we create (3 on a production cluster).
-    topic_replication_factor: Annotated[int, Field(ge=1)] = 1
+    # Replication factor of a topic we create; null: the cluster's default.replication.factor
+    # (a cluster with min.insync.replicas=2 refuses acks=all writes to a topic of 1).
+    topic_replication_factor: Annotated[int, Field(ge=1)] | None = None
     # librdkafka producer settings, passed through as they are (security.protocol, sasl.*,
     # ssl.*, compression.type, linger.ms ...). Durability settings below cannot be weakened.
     # The security ones reach every client of the cluster (consumers, dead letters, replay);

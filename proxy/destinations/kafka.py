@@ -25,6 +25,7 @@ from proxy.destinations.base import DeliveryError, TooLarge
 from proxy.destinations.deliver_each import deliver_each
 from proxy.destinations.hops import kafka_headers as hop_headers
 from proxy.destinations.kafka_client_logs import kafka_client_config
+from proxy.destinations.kafka_replicas import replication_shortfall
 from proxy.destinations.spool import SpoolRefused
 from proxy.openlineage import event_key, event_kind, subject_name
 from proxy.openlineage.repaired import RepairedEvent
@@ -297,6 +298,11 @@ class KafkaProducer:
                     timer.cancel()
         return sends.outcomes  # type: ignore[return-value]  # every one settled by now
 
+    def admin_client(self) -> AdminClient:
+        """An admin client of the producer's cluster, with its connection and security
+        settings."""
+        return AdminClient(kafka_client_config(self.settings))
+
     def cluster_reachable(self, timeout: float) -> bool:
         """Whether a broker answers a metadata request within ``timeout`` (a request
         answered, not a connection accepted). Blocking; call from a thread."""
@@ -325,7 +331,7 @@ class KafkaProducer:
         limit = int(self.settings.get("message.max.bytes", _LIBRDKAFKA_MESSAGE_MAX_BYTES))
         if not ask_broker:
             return limit
-        admin = AdminClient(kafka_client_config(self.settings))
+        admin = self.admin_client()
         resource = ConfigResource(ResourceType.TOPIC, topic)
         try:
             configs = admin.describe_configs([resource], request_timeout=timeout)[resource]
@@ -339,7 +345,7 @@ class KafkaProducer:
 
     def ensure_topics(self, topics: Mapping[str, tuple[int, int]], timeout: float = 10.0) -> None:
         """Create missing topics (name → (partitions, replication)); blocking, call at start."""
-        admin = AdminClient(kafka_client_config(self.settings))
+        admin = self.admin_client()
         new = [NewTopic(name, p, r) for name, (p, r) in topics.items()]
         for name, future in admin.create_topics(new, request_timeout=timeout).items():
             try:
@@ -561,6 +567,8 @@ class KafkaDestination:
         self.max_payload_bytes: int | None = None
         # Whether the broker answered at the last ready(); None before the first.
         self._reachable: bool | None = None
+        # Why Kafka refuses writes, as the cluster said at the last readiness check.
+        self._kafka_says: str | None = None
 
     async def start(self) -> None:
         """Learn the topic's message size limit; the shared producer's lifetime is owned
@@ -714,15 +722,24 @@ class KafkaDestination:
         refuses (full, disk failing or stalled, drain wedged); while the broker does not
         answer, ready only if it has answered once since start (so a wrong address never
         goes green) and the spool takes events for it — then :meth:`problem` says the
-        proxy is degraded."""
+        proxy is degraded. While Kafka does not confirm, the cluster is asked why (a
+        replication shortfall)."""
+        producer = self._producer
         if self._spool is not None:
             await self._spool.recheck()
             if self._spool.refusing_reason() is not None and (
-                self._spool.spool.events > 0 or not self._producer.delivering
+                self._spool.spool.events > 0 or not producer.delivering
             ):
                 self._reachable = None
                 return False
-        self._reachable = await asyncio.to_thread(self._producer.cluster_reachable, 2.0)
+        self._kafka_says = None
+        if not producer.delivering or (self._spool is not None and self._spool.spool.events):
+            self._kafka_says = await asyncio.to_thread(
+                replication_shortfall, producer.admin_client(), self.topic
+            )
+        self._reachable = self._kafka_says is None and await asyncio.to_thread(
+            producer.cluster_reachable, 2.0
+        )
         if self._reachable:
             return True
         if self._producer.answered_at is None:
@@ -741,6 +758,8 @@ class KafkaDestination:
         if self._reachable is not False:
             return None
         servers = self._producer.settings.get("bootstrap.servers", "?")
+        if self._kafka_says is not None:
+            return f"Kafka at {servers} refuses writes: {self._kafka_says}"
         answered = self._producer.answered_at
         if answered is None:
             started = utc_timestamp(self._producer.started_at)
@@ -764,8 +783,12 @@ class KafkaDestination:
         return f"Kafka at {servers} {since}; {held}; {action}"
 
     def readiness(self) -> dict[str, Any] | None:
-        """What /readyz adds to its body for this destination: the spool's state."""
-        return None if self._spool is None else self._spool.status()
+        """What /readyz adds to its body for this destination: the spool's state, and what
+        the cluster says when it refuses writes."""
+        note = None if self._spool is None else self._spool.status()
+        if self._kafka_says is not None:
+            note = {**(note or {}), "kafka_says": self._kafka_says}
+        return note
 
     async def close(self) -> None:
         """Nothing of its own to close: the shared producer is flushed by its owner."""

@@ -171,7 +171,8 @@ class DestinationResources:
         if not self.kafka.create_topics:
             return
         partitions = config.partitions or self.kafka.topic_partitions
-        replication = config.replication_factor or self.kafka.topic_replication_factor
+        # -1 asks the broker for its default.replication.factor.
+        replication = config.replication_factor or self.kafka.topic_replication_factor or -1
         self._wanted[topic] = (partitions, replication)
         await self._create_wanted(producer, topic)
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from proxy.embedded_broker import EmbeddedBroker
 from spark_emitter.config import spark_transport
 from spark_emitter.delivery import EventSender, open_client
 from tests.kafka_reader import Record, read_all_produced_so_far
+from tests.support.kafka_cluster import KafkaCluster
 from tests.unit.spark_emitter.test_delivery import lineage_event
 
 pytestmark = pytest.mark.integration
@@ -27,7 +27,7 @@ def _sender(conf: dict[str, str]) -> EventSender:
 
 
 async def test_http_transport_to_the_proxy_lands_every_event_in_kafka(
-    start_proxy, broker: EmbeddedBroker, topic: str
+    start_proxy, broker: KafkaCluster, topic: str
 ) -> None:
     events = [lineage_event(n, kind) for n in range(3) for kind in ("START", "COMPLETE")]
     async with start_proxy() as url:
@@ -42,7 +42,7 @@ async def test_http_transport_to_the_proxy_lands_every_event_in_kafka(
 
 
 async def test_kafka_transport_produces_each_event_keyed_by_its_root_job(
-    broker: EmbeddedBroker, topic: str
+    broker: KafkaCluster, topic: str
 ) -> None:
     events = [lineage_event(n) for n in range(3)]
     sender = _sender(

@@ -37,7 +37,7 @@ FAST_BREAKER = {"threshold": 3, "open_seconds": 0.05, "max_open_seconds": 0.2}
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(10)
+    admin.create_topics([NewTopic(topic, partitions, -1)])[topic].result(10)
 
 
 def produce(bootstrap: str, topic: str, messages: Sequence[tuple[str | None, bytes]]) -> None:

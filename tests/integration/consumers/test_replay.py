@@ -179,7 +179,7 @@ async def test_replay_cli_to_a_missing_topic_exits_2_and_creates_nothing(broker,
 async def test_replay_cli_to_an_existing_topic_needs_no_create_topic(broker, topic, tmp_path):
     archived = await _archive(tmp_path / "archive")
     admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
-    await asyncio.to_thread(admin.create_topics([NewTopic(topic, 1, 1)])[topic].result, 10)
+    await asyncio.to_thread(admin.create_topics([NewTopic(topic, 1, -1)])[topic].result, 10)
     process = await _replay_cli(tmp_path, broker.bootstrap_servers, "--to-topic", topic)
     assert process.returncode == 0, process.stderr
     records = await asyncio.to_thread(

@@ -1,0 +1,1 @@
+"""Code tests share: brokers and clusters, processes, readers, loads."""
