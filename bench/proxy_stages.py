@@ -40,7 +40,7 @@ async def _http_only(request: web.Request) -> web.Response:
 
 
 async def _check_only(request: web.Request) -> web.Response:
-    event, principal = await lineage_endpoints._read_json(request)
+    event, principal, _ = await lineage_endpoints._read_json(request)
     pipeline = request.app[lineage_endpoints.PIPELINE]
     if not isinstance(pipeline.check(event, principal), Accepted):
         return lineage_endpoints._json(400, {"status": "refused"})

@@ -4,7 +4,8 @@ This is where an event enters. Everything here protects the process: a body is r
 in chunks within a deadline and refused as soon as it passes the limit, and a
 compressed body is inflated with a cap so that a gzip bomb costs us at most
 ``max_decompressed_bytes``. A client that leaves or stalls mid-body is a
-:class:`ClientFault`, not an error of ours.
+:class:`ClientFault`, not an error of ours. An event nested deeper than the proxy can
+write back is found here too (:func:`too_deep_at`), before anything looks inside it.
 """
 
 from __future__ import annotations
@@ -13,13 +14,26 @@ import asyncio
 import zlib
 from typing import Any
 
+import orjson
 from aiohttp import web
 
 from proxy.config import ServerConfig
-from proxy.exact_json import JSONDecodeError, loads
+from proxy.exact_json import WRITABLE_DEPTH, JSONDecodeError, loads, too_deep
 from proxy.http_errors import ClientFault, RequestError, detail
 
-__all__ = ["parse_json", "read_body"]
+__all__ = [
+    "MAX_EVENT_DEPTH",
+    "could_nest_too_deep",
+    "parse_json",
+    "read_body",
+    "too_deep_at",
+]
+
+MAX_EVENT_DEPTH = WRITABLE_DEPTH - 2
+"""Levels of arrays and objects one event may hold (the event itself is level 1): what
+the proxy can write, less the two levels that the documents carrying an event add (the
+rejected route's envelope ``{"event": …}``, the tap relay's ``[{"event": …}]``). The
+parser takes 1,024 levels; an event past this one is refused with 400 and a pointer."""
 
 _CHUNK = 64 * 1024
 # Ratios are only judged past this size: small JSON legitimately compresses very well.
@@ -135,3 +149,24 @@ def parse_json(body: bytes, content_type: str) -> Any:
         raise RequestError(
             400, f"body is not valid JSON{hint}", [detail("", str(exc))], reason="invalid_json"
         ) from None
+
+
+def could_nest_too_deep(body: bytes) -> bool:
+    """False when ``body`` has too few opening brackets to nest past
+    :data:`MAX_EVENT_DEPTH`: two C-speed counts that spare nearly every body the walk
+    of :func:`too_deep_at`."""
+    return body.count(b"{") + body.count(b"[") > MAX_EVENT_DEPTH
+
+
+def too_deep_at(event: Any) -> str | None:
+    """The JSON pointer of the first array or object in ``event`` nested past
+    :data:`MAX_EVENT_DEPTH`, or None.
+
+    Writing the event inside two more levels is the quick test (orjson, in C, refuses
+    more than it can write); only an event it refuses is walked, without recursion.
+    """
+    try:
+        orjson.dumps([[event]])
+    except orjson.JSONEncodeError:
+        return too_deep(event, MAX_EVENT_DEPTH)
+    return None

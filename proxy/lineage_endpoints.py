@@ -18,7 +18,7 @@ from proxy.client_faults import CLIENT_FAULTS
 from proxy.config import ProxyConfig
 from proxy.destinations import DeliveryError, TooLarge
 from proxy.http_errors import RequestError, detail
-from proxy.ingest import parse_json, read_body
+from proxy.ingest import MAX_EVENT_DEPTH, could_nest_too_deep, parse_json, read_body, too_deep_at
 from proxy.logs import REQUEST_ID
 from proxy.pipeline import Accepted, EventPipeline, Rejection, RejectionReason
 
@@ -48,10 +48,41 @@ def _retry_after(request: web.Request) -> dict[str, str]:
     return {"Retry-After": str(request.app[CONFIG].server.retry_after_seconds)}
 
 
-async def _read_json(request: web.Request) -> tuple[Any, Principal]:
+# Said of an event nested deeper than the proxy can store (ingest.MAX_EVENT_DEPTH).
+_TOO_DEEP = f"nested more than {MAX_EVENT_DEPTH} levels of arrays and objects deep"
+
+
+async def _read_json(request: web.Request) -> tuple[Any, Principal, bool]:
+    """The parsed body, who sent it, and whether it could hold an event nested too deep."""
     principal = request.app[AUTHENTICATOR].principal_of(request)
     body = await read_body(request, request.app[CONFIG].server)
-    return parse_json(body, request.content_type if request.body_exists else ""), principal
+    value = parse_json(body, request.content_type if request.body_exists else "")
+    return value, principal, could_nest_too_deep(body)
+
+
+def _checked(
+    pipeline: EventPipeline, event: Any, principal: Principal, maybe_deep: bool
+) -> Accepted | Rejection:
+    """:meth:`EventPipeline.check`, after the depth check when the body calls for it."""
+    too_deep = _too_deep(event) if maybe_deep else None
+    return too_deep if too_deep is not None else pipeline.check(event, principal)
+
+
+def _too_deep(event: Any) -> Rejection | None:
+    """A 400 naming where ``event`` nests too deep to be stored, or None.
+
+    Checked before anything else looks at the event: validation, repairs, rules and
+    every destination then only ever see what the proxy can write back.
+    """
+    pointer = too_deep_at(event)
+    if pointer is None:
+        return None
+    return Rejection(
+        400,
+        RejectionReason.TOO_DEEP,
+        "event nested too deeply to be stored; nothing was stored",
+        [detail(pointer, _TOO_DEEP)],
+    )
 
 
 def _delivery_failure(error: DeliveryError) -> Rejection:
@@ -74,9 +105,9 @@ def _delivery_failure(error: DeliveryError) -> Rejection:
 
 
 async def post_event(request: web.Request) -> web.Response:
-    event, principal = await _read_json(request)
+    event, principal, maybe_deep = await _read_json(request)
     pipeline = request.app[PIPELINE]
-    rejection = pipeline.check(event, principal)
+    rejection = _checked(pipeline, event, principal, maybe_deep)
     if isinstance(rejection, Accepted):
         accepted = rejection
         try:
@@ -101,7 +132,7 @@ async def post_event(request: web.Request) -> web.Response:
 
 
 async def post_batch(request: web.Request) -> web.Response:
-    events, principal = await _read_json(request)
+    events, principal, maybe_deep = await _read_json(request)
     if not isinstance(events, list):
         raise RequestError(
             400,
@@ -119,7 +150,7 @@ async def post_batch(request: web.Request) -> web.Response:
     for index, event in enumerate(events):
         if index and index % _YIELD_EVERY == 0:
             await asyncio.sleep(0)
-        checked = pipeline.check(event, principal)
+        checked = _checked(pipeline, event, principal, maybe_deep)
         if isinstance(checked, Accepted):
             valid[index] = checked
         else:
