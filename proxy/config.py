@@ -64,6 +64,11 @@ class ServerConfig(StrictModel):
     max_decompressed_bytes: Annotated[int, Field(gt=0)] = 50 * MiB
     # Largest inflated:compressed ratio, judged above 1 MiB inflated (gzip bombs).
     max_gzip_ratio: Annotated[float, Field(gt=1)] = 200.0
+    # Request bytes this process holds at once, over every connection: bodies as read
+    # plus what gzip/deflate bodies inflate to, held until each request is answered.
+    # Past it a request gets 503 + Retry-After (413 if it alone needs more). The events
+    # parsed from those bytes take a few times as much again (docs/ingest-limits.md).
+    max_bytes_in_flight: Annotated[int, Field(gt=0)] = 128 * MiB
     # Most events in one /api/v1/lineage/batch request; more gets 413.
     max_batch_events: Annotated[int, Field(gt=0)] = 10_000
     # How long SIGTERM waits for in-flight deliveries before the process exits.

@@ -14,6 +14,7 @@ import orjson
 from aiohttp import web
 
 from proxy.auth import Authenticator, Principal
+from proxy.bytes_in_flight import BytesInFlight, Held
 from proxy.client_faults import CLIENT_FAULTS
 from proxy.config import ProxyConfig
 from proxy.destinations import DeliveryError, TooLarge
@@ -22,11 +23,12 @@ from proxy.ingest import MAX_EVENT_DEPTH, could_nest_too_deep, parse_json, read_
 from proxy.logs import REQUEST_ID
 from proxy.pipeline import Accepted, EventPipeline, Rejection, RejectionReason
 
-__all__ = ["AUTHENTICATOR", "CONFIG", "PIPELINE", "post_batch", "post_event"]
+__all__ = ["AUTHENTICATOR", "BYTES_IN_FLIGHT", "CONFIG", "PIPELINE", "post_batch", "post_event"]
 
 CONFIG = web.AppKey("config", ProxyConfig)
 PIPELINE = web.AppKey("pipeline", EventPipeline)
 AUTHENTICATOR = web.AppKey("authenticator", Authenticator)
+BYTES_IN_FLIGHT = web.AppKey("bytes_in_flight", BytesInFlight)
 
 # Yield to the loop this often while checking a large batch, so one batch cannot starve
 # every other request of the event loop.
@@ -52,10 +54,11 @@ def _retry_after(request: web.Request) -> dict[str, str]:
 _TOO_DEEP = f"nested more than {MAX_EVENT_DEPTH} levels of arrays and objects deep"
 
 
-async def _read_json(request: web.Request) -> tuple[Any, Principal, bool]:
-    """The parsed body, who sent it, and whether it could hold an event nested too deep."""
+async def _read_json(request: web.Request, held: Held) -> tuple[Any, Principal, bool]:
+    """The parsed body, who sent it, and whether it could hold an event nested too deep.
+    The body's bytes are charged to ``held`` until the request is answered."""
     principal = request.app[AUTHENTICATOR].principal_of(request)
-    body = await read_body(request, request.app[CONFIG].server)
+    body = await read_body(request, request.app[CONFIG].server, held)
     value = parse_json(body, request.content_type if request.body_exists else "")
     return value, principal, could_nest_too_deep(body)
 
@@ -105,7 +108,12 @@ def _delivery_failure(error: DeliveryError) -> Rejection:
 
 
 async def post_event(request: web.Request) -> web.Response:
-    event, principal, maybe_deep = await _read_json(request)
+    with request.app[BYTES_IN_FLIGHT].request() as held:
+        return await _post_event(request, held)
+
+
+async def _post_event(request: web.Request, held: Held) -> web.Response:
+    event, principal, maybe_deep = await _read_json(request, held)
     pipeline = request.app[PIPELINE]
     rejection = _checked(pipeline, event, principal, maybe_deep)
     if isinstance(rejection, Accepted):
@@ -132,7 +140,12 @@ async def post_event(request: web.Request) -> web.Response:
 
 
 async def post_batch(request: web.Request) -> web.Response:
-    events, principal, maybe_deep = await _read_json(request)
+    with request.app[BYTES_IN_FLIGHT].request() as held:
+        return await _post_batch(request, held)
+
+
+async def _post_batch(request: web.Request, held: Held) -> web.Response:
+    events, principal, maybe_deep = await _read_json(request, held)
     if not isinstance(events, list):
         raise RequestError(
             400,
