@@ -16,9 +16,14 @@ The repairs (each can be switched off in ``validation.repairs``):
     A ``nominalStartTime``/``nominalEndTime`` that is only a date is midnight UTC:
     ``2020-01-01`` → ``2020-01-01T00:00:00Z``.
 ``schemeless_datasource_uri``
-    A ``dataSource.uri`` without a scheme: an absolute path becomes a ``file://`` URI,
-    otherwise the dataset's namespace is used when it is a URI, and the bare ``file``
-    that openlineage-spark writes for local files becomes ``file:///``.
+    A ``dataSource.uri`` without a scheme: an absolute path becomes a ``file://`` URI;
+    a path relative to the producer's working directory (``./data/x.csv``, as Apache
+    Hamilton sends) becomes a relative ``file:`` URI (``file:data/x.csv``: RFC 3986's
+    rootless path, since the proxy cannot know that directory); otherwise the dataset's
+    namespace is used when it is a URI, the bare ``file`` that openlineage-spark writes
+    for local files becomes ``file:///``, and in namespace ``file`` any other value with a
+    ``/`` in it is a relative path too (``data/x.csv``). Elsewhere such a value stays
+    refused: ``raw/x.csv`` in namespace ``warehouse`` could be a path anywhere.
 """
 
 from __future__ import annotations
@@ -68,13 +73,25 @@ def _schemeless_datasource_uri(value: str, tokens: list[str], event: dict[str, A
         return None
     if value.startswith("/"):
         return "file://" + quote(value, safe=_PATH_SAFE)
+    if value.startswith(("./", "../")):
+        return _relative_file_uri(value)
     dataset = _resolve(event, tokens[:-3])
     namespace = dataset.get("namespace") if isinstance(dataset, dict) else None
     if isinstance(namespace, str) and is_uri(namespace):
         return namespace
     if value == "file":
         return "file:///"
+    if namespace == "file" and "/" in value:
+        return _relative_file_uri(value)
     return None
+
+
+def _relative_file_uri(path: str) -> str | None:
+    """``file:`` + the path without its leading ``./`` (a path-rootless URI is relative
+    to wherever the producer ran, as the path was); None for a path that is only ``./``."""
+    while path.startswith("./"):
+        path = path[2:].lstrip("/")
+    return "file:" + quote(path, safe=_PATH_SAFE) if path else None
 
 
 # Which repairs may answer an issue with this message, in the order they are tried.

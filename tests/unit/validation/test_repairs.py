@@ -101,6 +101,27 @@ TABLE = [
         "file",  # what openlineage-spark writes for local files
         "file:///",
     ),
+    (
+        "schemeless_datasource_uri",
+        "/inputs/0/facets/dataSource/uri",
+        _set_local_input_source,
+        "./data/x 1.csv",  # Apache Hamilton: relative to where the pipeline ran
+        "file:data/x%201.csv",
+    ),
+    (
+        "schemeless_datasource_uri",
+        "/inputs/0/facets/dataSource/uri",
+        _set_input_source,
+        "../shared/orders.csv",  # relative even beside a namespace that is a URI
+        "file:../shared/orders.csv",
+    ),
+    (
+        "schemeless_datasource_uri",
+        "/inputs/0/facets/dataSource/uri",
+        _set_local_input_source,
+        "data/orders.csv",
+        "file:data/orders.csv",
+    ),
 ]
 IDS = [f"{row[0]}:{row[3]}" for row in TABLE]
 
