@@ -186,7 +186,9 @@ async def _destinations_lifecycle(app: web.Application) -> AsyncIterator[None]:
     best_effort = BestEffortQueue(
         routing.best_effort_queue_size, routing.best_effort_concurrency, app[METRICS]
     )
-    repairer = EventRepairer(config.validation.enabled_repairs())
+    repairer = EventRepairer(
+        config.validation.enabled_repairs(), config.validation.naive_time_zones()
+    )
     pipeline = EventPipeline(app[VALIDATOR], router, app[METRICS], best_effort, repairer, app[TAP])
     best_effort.start(pipeline.deliver_to)
     app[PIPELINE] = pipeline

@@ -175,7 +175,9 @@ def _cmd_rules_test(args: argparse.Namespace) -> int:
     validator = EventValidator(
         strict=config.validation.is_strict, extra_schema_dir=config.validation.extra_schema_dir
     )
-    repairer = EventRepairer(config.validation.enabled_repairs())
+    repairer = EventRepairer(
+        config.validation.enabled_repairs(), config.validation.naive_time_zones()
+    )
     dry_run = DryRun(
         rules,
         validator,
