@@ -82,12 +82,17 @@ def _cmd_hash_token(args: argparse.Namespace) -> int:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
+    from proxy.openlineage.repaired import RepairedEvent
     from proxy.validation import EventValidator
+    from proxy.validation.repairs import EventRepairer, validate_or_repair
 
     config = _config(args) if args.config else ProxyConfig()
-    validator = EventValidator(
-        strict=args.strict or config.validation.is_strict,
-        extra_schema_dir=config.validation.extra_schema_dir,
+    strict = args.strict or config.validation.is_strict
+    validator = EventValidator(strict=strict, extra_schema_dir=config.validation.extra_schema_dir)
+    # What the proxy would repair and accept is not called invalid: it is said as repaired.
+    repairer = EventRepairer(
+        () if strict else config.validation.enabled_repairs(),
+        config.validation.naive_time_zones(),
     )
     bad = 0
     for name in args.files:
@@ -104,15 +109,24 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         # A file may hold one event or a batch (JSON array), as the two endpoints take.
         events = document if isinstance(document, list) else [document]
         prefix = "/{}" if isinstance(document, list) else ""
-        issues = [
-            (prefix.format(i) + issue.pointer, issue.message)
-            for i, event in enumerate(events)
-            for issue in validator.validate(event)
-        ]
+        issues: list[tuple[str, str]] = []
+        repairs: list[str] = []
+        for i, event in enumerate(events):
+            accepted, found = validate_or_repair(validator, repairer, event)
+            issues += [(prefix.format(i) + issue.pointer, issue.message) for issue in found]
+            if isinstance(accepted, RepairedEvent):
+                repairs += [
+                    f"{prefix.format(i) + r.pointer}: {r.name}: {r.before!r} → {r.after!r}"
+                    for r in accepted.repairs
+                ]
         if issues:
             bad += 1
             for pointer, message in issues:
                 print(f"{name}: {pointer or '/'}: {message}")
+        elif repairs:
+            for repair in repairs:
+                print(f"{name}: {repair}")
+            print(f"{name}: valid after repairs, as the proxy would accept it")
         else:
             print(f"{name}: valid ({len(events)} event{'s' if len(events) != 1 else ''})")
     return EXIT_INVALID if bad else EXIT_OK
