@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import functools
 import logging
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from proxy.logs import REQUEST_ID
+from proxy.logs import REQUEST_ID, RateLimitedLog
 from proxy.metrics import ProxyMetrics
 from proxy.request_ids import HEADER as REQUEST_ID_HEADER
 from proxy.request_ids import sane_request_id
@@ -35,12 +34,10 @@ class ClientFaults:
     ``interval`` seconds, with the number of lines held back since the last one."""
 
     def __init__(self, metrics: ProxyMetrics, interval: float = 10.0) -> None:
-        self.interval = interval
         self._counter = functools.cache(metrics.client_errors.labels)
         # The last refusals without their payloads, for the status page.
         self.recent = RecentRejections()
-        # log key → (monotonic time of its last log line, lines held back since then)
-        self._last: dict[str, tuple[float, int]] = {}
+        self._log = RateLimitedLog(log, interval)
 
     def record(self, kind: str, message: str, peer: object = None) -> None:
         self._counter(kind).inc()
@@ -76,15 +73,17 @@ class ClientFaults:
             where,
         )
 
+    @property
+    def interval(self) -> float:
+        """Seconds between two log lines of one kind."""
+        return self._log.interval
+
+    @interval.setter
+    def interval(self, seconds: float) -> None:
+        self._log.interval = seconds
+
     def _warn(self, key: str, message: str, *args: object) -> None:
-        now = time.monotonic()
-        last, held_back = self._last.get(key, (float("-inf"), 0))
-        if now - last < self.interval:
-            self._last[key] = (last, held_back + 1)
-            return
-        self._last[key] = (now, 0)
-        more = f" ({held_back} more like it not logged)" if held_back else ""
-        log.warning(message + "%s", *args, more)
+        self._log.log(key, message, *args)
 
 
 CLIENT_FAULTS = web.AppKey("client_faults", ClientFaults)

@@ -18,7 +18,14 @@ from contextvars import ContextVar
 
 import orjson
 
-__all__ = ["CONSUMER", "CONTEXT_FIELDS", "DESTINATION", "REQUEST_ID", "setup_logging"]
+__all__ = [
+    "CONSUMER",
+    "CONTEXT_FIELDS",
+    "DESTINATION",
+    "REQUEST_ID",
+    "RateLimitedLog",
+    "setup_logging",
+]
 
 REQUEST_ID: ContextVar[str | None] = ContextVar("request_id", default=None)
 CONSUMER: ContextVar[str | None] = ContextVar("consumer", default=None)
@@ -30,6 +37,32 @@ CONTEXT_FIELDS: dict[str, ContextVar[str | None]] = {
     "consumer": CONSUMER,
     "destination": DESTINATION,
 }
+
+
+class RateLimitedLog:
+    """At most one line per key per ``interval`` seconds, saying how many like it were
+    held back since the last one: for what one client, or one bad stream of events, can
+    make happen once per request or per message (the log must not flood, perhaps onto
+    the disk that is filling up)."""
+
+    def __init__(
+        self, logger: logging.Logger, interval: float = 10.0, level: int = logging.WARNING
+    ) -> None:
+        self.logger = logger
+        self.interval = interval
+        self.level = level
+        # key → (monotonic time of its last line, lines held back since then)
+        self._last: dict[str, tuple[float, int]] = {}
+
+    def log(self, key: str, message: str, *args: object) -> None:
+        now = time.monotonic()
+        last, held_back = self._last.get(key, (float("-inf"), 0))
+        if now - last < self.interval:
+            self._last[key] = (last, held_back + 1)
+            return
+        self._last[key] = (now, 0)
+        more = f" ({held_back} more like it not logged)" if held_back else ""
+        self.logger.log(self.level, message + "%s", *args, more)
 
 
 class _ContextFilter(logging.Filter):
