@@ -278,6 +278,7 @@ async def redrive(
     to: str,
     *,
     to_topic: bool,
+    create_topic: bool = False,
     out: TextIO | None = None,
     progress: TextIO | None = None,
     progress_every: float = 5.0,
@@ -285,12 +286,15 @@ async def redrive(
     """Send ``records`` one by one, in order, to topic or consumer ``to``; print
     ``redriven ID`` for each one taken and ``failed ID: why`` for each not taken (to
     ``out``, default stdout), and every ``progress_every`` seconds how far it got (to
-    ``progress``, default stderr)."""
+    ``progress``, default stderr). ``create_topic``: a missing topic ``to`` is created
+    (else it is a ConfigError that says to give ``--create-topic``)."""
     out = out or sys.stdout
     progress = progress or sys.stderr
     result = ReplayResult()
     last = time.monotonic()
-    async with replay_target(consumers, kafka, to, to_topic=to_topic) as destination:
+    async with replay_target(
+        consumers, kafka, to, to_topic=to_topic, create_topic=create_topic
+    ) as destination:
         for done, record in enumerate(records, 1):
             event = record.event
             if event is None:

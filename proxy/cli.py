@@ -329,6 +329,8 @@ def _cmd_dlq(args: argparse.Namespace) -> int:
     if args.dlq_command == "show":
         ids = (args.id,)
     selection = Selection(ids, args.consumer, since, args.reason, args.limit)
+    if args.dlq_command == "redrive" and args.create_topic and args.to_consumer:
+        raise UsageError("--create-topic goes with a topic, not --to-consumer")
     if args.dlq_command == "redrive" and not (ids or selection.filters or args.all):
         raise UsageError("say which records: IDs, --consumer/--since/--reason, or --all")
     try:
@@ -358,7 +360,14 @@ def _cmd_dlq(args: argparse.Namespace) -> int:
         return EXIT_OK
     try:
         result = asyncio.run(
-            redrive(chosen, config.consumers, config.kafka, to, to_topic=args.to_topic is not None)
+            redrive(
+                chosen,
+                config.consumers,
+                config.kafka,
+                to,
+                to_topic=args.to_topic is not None,
+                create_topic=args.create_topic,
+            )
         )
     except ConfigError as exc:  # the target named on the command line: one line
         raise UsageError(str(exc)) from None
@@ -402,6 +411,9 @@ def _add_dlq_commands(commands: argparse._SubParsersAction[argparse.ArgumentPars
     to = redrive.add_mutually_exclusive_group()
     to.add_argument("--to-topic", metavar="TOPIC", help="default: the topic they came from")
     to.add_argument("--to-consumer", metavar="NAME", help="a configured consumer's target")
+    redrive.add_argument(
+        "--create-topic", action="store_true", help="create the target topic if it is missing"
+    )
 
 
 def _cmd_schema(args: argparse.Namespace) -> int:
