@@ -38,6 +38,29 @@ def _config(args: argparse.Namespace) -> ProxyConfig:
     return config
 
 
+def _with_running_embedded_broker(config: ProxyConfig) -> ProxyConfig:
+    """``config`` with ``kafka.bootstrap_servers: embedded`` made the address of the broker
+    a running ``serve`` embeds (127.0.0.1:kafka.embedded_port), for the commands that talk
+    to Kafka beside it (consume, dlq, replay); ConfigError when none listens there."""
+    kafka = config.kafka
+    if kafka.bootstrap_servers != "embedded":
+        return config
+    from proxy.embedded_broker import listens
+
+    address = f"127.0.0.1:{kafka.embedded_port}"
+    if not kafka.embedded_port or not listens(address):
+        where = f"on {address}" if kafka.embedded_port else "(kafka.embedded_port is 0)"
+        raise ConfigError(
+            f"kafka.bootstrap_servers is 'embedded' and no embedded broker listens {where}: "
+            "start `lineage-proxy serve` with this config first (its broker is the one "
+            "used), run consumers inside it (server.run_consumers), or point "
+            "kafka.bootstrap_servers at a real cluster"
+        )
+    return config.model_copy(
+        update={"kafka": kafka.model_copy(update={"bootstrap_servers": address})}
+    )
+
+
 class UsageError(Exception):
     """A bad option value or an environment the command cannot run in: one line, exit 2."""
 
@@ -140,11 +163,7 @@ def _cmd_consume(args: argparse.Namespace) -> int:
     if args.all == bool(args.names):
         raise ConfigError("name the consumers to run, or give --all")
     names = select_consumers(config.consumers, [] if args.all else args.names)
-    if config.kafka.bootstrap_servers == "embedded":
-        raise ConfigError(
-            "kafka.bootstrap_servers is 'embedded': that broker lives inside `serve`; "
-            "run consumers there (server.run_consumers) or point kafka at a real cluster"
-        )
+    config = _with_running_embedded_broker(config)
     # On the loop server.event_loop names, as `serve` (uvloop unless set to asyncio).
     ok = run_on_event_loop(config, consume_until_signalled(config.consumers, config.kafka, names))
     return EXIT_OK if ok else EXIT_INVALID
@@ -272,6 +291,8 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     from consumers.replay import ReplayFilter, parse_time, replay
 
     config = _config(args)
+    if args.to_topic is not None:
+        config = _with_running_embedded_broker(config)
     if not args.archive.is_dir():
         raise ConfigError(f"--archive {args.archive}: not a directory")
     try:
@@ -319,7 +340,7 @@ def _cmd_dlq(args: argparse.Namespace) -> int:
     )
     from consumers.replay import parse_time
 
-    config = _config(args)
+    config = _with_running_embedded_broker(_config(args))
     topic = args.topic or f"{config.kafka.topic}.dlq"
     try:
         since = parse_time(args.since) if args.since else None
