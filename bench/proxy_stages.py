@@ -34,13 +34,15 @@ STAGES = ("http", "check")
 
 
 async def _http_only(request: web.Request) -> web.Response:
-    await lineage_endpoints._read_json(request)
+    with request.app[lineage_endpoints.BYTES_IN_FLIGHT].request() as held:
+        await lineage_endpoints._read_json(request, held)
     request.app[lineage_endpoints.PIPELINE].metrics.accepted.labels("run").inc()
     return lineage_endpoints._json(200, {"status": "success"})
 
 
 async def _check_only(request: web.Request) -> web.Response:
-    event, principal = await lineage_endpoints._read_json(request)
+    with request.app[lineage_endpoints.BYTES_IN_FLIGHT].request() as held:
+        event, principal, _ = await lineage_endpoints._read_json(request, held)
     pipeline = request.app[lineage_endpoints.PIPELINE]
     if not isinstance(pipeline.check(event, principal), Accepted):
         return lineage_endpoints._json(400, {"status": "refused"})

@@ -48,6 +48,7 @@ from proxy.destinations.kafka_client_logs import failure_reason
 from proxy.destinations.registry import DestinationResources, build_destination
 from proxy.destinations.retry import CircuitBreaker, CircuitState, RetryingDestination
 from proxy.logs import CONSUMER, DESTINATION
+from proxy.throttled_log import ThrottledLog
 
 __all__ = ["ConsumerDaemon"]
 
@@ -93,6 +94,7 @@ class ConsumerDaemon:
         # What lineage_consumer_circuit_open says now: set on change, not per delivery.
         self._circuit_shown_open = False
         self._last_failure = ""  # the target's last retriable failure, for /healthz
+        self._dead_letter_log = ThrottledLog(log)
         # What the target's destination shares (a republishing producer): the cluster read
         # from, no spool (an event is not committed before the target has it) and no topic
         # creation (the target topic is the operator's).
@@ -417,7 +419,10 @@ class ConsumerDaemon:
     async def _dead_letter(
         self, message: Message, reason: str, error: DeliveryError | None, why: str
     ) -> None:
-        log.warning(
+        # One line per kind of failure per 10 s: a stream of bad events (or a target
+        # refusing everything) must not write a line per message. Each is counted.
+        self._dead_letter_log.warning(
+            f"dead_letter:{why}",
             "%s: %s[%d]@%d dead-lettered: %s",
             self.name,
             message.topic(),

@@ -278,6 +278,7 @@ async def redrive(
     to: str,
     *,
     to_topic: bool,
+    create_topic: bool = False,
     out: TextIO | None = None,
     progress: TextIO | None = None,
     progress_every: float = 5.0,
@@ -286,7 +287,8 @@ async def redrive(
     """Send ``records`` one by one, in order, to topic or consumer ``to``; print
     ``redriven ID`` for each one taken and ``failed ID: why`` for each not taken (to
     ``out``, default stdout), and every ``progress_every`` seconds how far it got (to
-    ``progress``, default stderr).
+    ``progress``, default stderr). ``create_topic``: a missing topic ``to`` is created
+    (else it is a ConfigError that says to give ``--create-topic``).
 
     A consumer's target is tried ``max_attempts`` times per record (not forever, as its
     daemon would); when it stays unreachable the redrive stops there, says so, and
@@ -297,7 +299,12 @@ async def redrive(
     result = ReplayResult()
     last = time.monotonic()
     async with replay_target(
-        consumers, kafka, to, to_topic=to_topic, max_attempts=None if to_topic else max_attempts
+        consumers,
+        kafka,
+        to,
+        to_topic=to_topic,
+        create_topic=create_topic,
+        max_attempts=None if to_topic else max_attempts,
     ) as destination:
         for done, record in enumerate(records, 1):
             event = record.event

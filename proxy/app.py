@@ -20,13 +20,21 @@ from aiohttp import web
 
 from proxy import request_ids
 from proxy.auth import Authenticator
+from proxy.bytes_in_flight import BytesInFlight
 from proxy.client_faults import CLIENT_FAULTS, ClientFaults, ServerLog
 from proxy.config import ProxyConfig
 from proxy.connections import ConnectionGuard
 from proxy.destinations.kafka_spool import SpoolMetrics, SpoolRoots, spool_roots
 from proxy.destinations.registry import DestinationResources
 from proxy.http_errors import ClientFault, RequestError, error_response
-from proxy.lineage_endpoints import AUTHENTICATOR, CONFIG, PIPELINE, post_batch, post_event
+from proxy.lineage_endpoints import (
+    AUTHENTICATOR,
+    BYTES_IN_FLIGHT,
+    CONFIG,
+    PIPELINE,
+    post_batch,
+    post_event,
+)
 from proxy.live_rules import LiveRules
 from proxy.metrics import ProxyMetrics
 from proxy.openapi import endpoint_of, serve_openapi
@@ -183,7 +191,9 @@ async def _destinations_lifecycle(app: web.Application) -> AsyncIterator[None]:
     best_effort = BestEffortQueue(
         routing.best_effort_queue_size, routing.best_effort_concurrency, app[METRICS]
     )
-    repairer = EventRepairer(config.validation.enabled_repairs())
+    repairer = EventRepairer(
+        config.validation.enabled_repairs(), config.validation.naive_time_zones()
+    )
     pipeline = EventPipeline(app[VALIDATOR], router, app[METRICS], best_effort, repairer, app[TAP])
     best_effort.start(pipeline.deliver_to)
     app[PIPELINE] = pipeline
@@ -248,6 +258,11 @@ def create_app(config: ProxyConfig, worker: WorkerSlot | None = None) -> web.App
     app[CLIENT_FAULTS] = faults
     app[CONNECTIONS] = guard
     app[AUTHENTICATOR] = Authenticator(config.auth)
+    app[BYTES_IN_FLIGHT] = BytesInFlight(
+        config.server.max_bytes_in_flight,
+        {"Retry-After": str(config.server.retry_after_seconds)},
+    )
+    metrics.bytes_in_flight.set_function(lambda: app[BYTES_IN_FLIGHT].held)
     # Compiling every facet model is the expensive part of start-up; done once, here.
     app[VALIDATOR] = EventValidator(
         strict=config.validation.is_strict,

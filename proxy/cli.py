@@ -39,6 +39,29 @@ def _config(args: argparse.Namespace) -> ProxyConfig:
     return config
 
 
+def _with_running_embedded_broker(config: ProxyConfig) -> ProxyConfig:
+    """``config`` with ``kafka.bootstrap_servers: embedded`` made the address of the broker
+    a running ``serve`` embeds (127.0.0.1:kafka.embedded_port), for the commands that talk
+    to Kafka beside it (consume, dlq, replay); ConfigError when none listens there."""
+    kafka = config.kafka
+    if kafka.bootstrap_servers != "embedded":
+        return config
+    from proxy.embedded_broker import listens
+
+    address = f"127.0.0.1:{kafka.embedded_port}"
+    if not kafka.embedded_port or not listens(address):
+        where = f"on {address}" if kafka.embedded_port else "(kafka.embedded_port is 0)"
+        raise ConfigError(
+            f"kafka.bootstrap_servers is 'embedded' and no embedded broker listens {where}: "
+            "start `lineage-proxy serve` with this config first (its broker is the one "
+            "used), run consumers inside it (server.run_consumers), or point "
+            "kafka.bootstrap_servers at a real cluster"
+        )
+    return config.model_copy(
+        update={"kafka": kafka.model_copy(update={"bootstrap_servers": address})}
+    )
+
+
 class UsageError(Exception):
     """A bad option value or an environment the command cannot run in: one line, exit 2."""
 
@@ -83,12 +106,17 @@ def _cmd_hash_token(args: argparse.Namespace) -> int:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
+    from proxy.openlineage.repaired import RepairedEvent
     from proxy.validation import EventValidator
+    from proxy.validation.repairs import EventRepairer, validate_or_repair
 
     config = _config(args) if args.config else ProxyConfig()
-    validator = EventValidator(
-        strict=args.strict or config.validation.is_strict,
-        extra_schema_dir=config.validation.extra_schema_dir,
+    strict = args.strict or config.validation.is_strict
+    validator = EventValidator(strict=strict, extra_schema_dir=config.validation.extra_schema_dir)
+    # What the proxy would repair and accept is not called invalid: it is said as repaired.
+    repairer = EventRepairer(
+        () if strict else config.validation.enabled_repairs(),
+        config.validation.naive_time_zones(),
     )
     bad = 0
     for name in args.files:
@@ -105,15 +133,24 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         # A file may hold one event or a batch (JSON array), as the two endpoints take.
         events = document if isinstance(document, list) else [document]
         prefix = "/{}" if isinstance(document, list) else ""
-        issues = [
-            (prefix.format(i) + issue.pointer, issue.message)
-            for i, event in enumerate(events)
-            for issue in validator.validate(event)
-        ]
+        issues: list[tuple[str, str]] = []
+        repairs: list[str] = []
+        for i, event in enumerate(events):
+            accepted, found = validate_or_repair(validator, repairer, event)
+            issues += [(prefix.format(i) + issue.pointer, issue.message) for issue in found]
+            if isinstance(accepted, RepairedEvent):
+                repairs += [
+                    f"{prefix.format(i) + r.pointer}: {r.name}: {r.before!r} → {r.after!r}"
+                    for r in accepted.repairs
+                ]
         if issues:
             bad += 1
             for pointer, message in issues:
                 print(f"{name}: {pointer or '/'}: {message}")
+        elif repairs:
+            for repair in repairs:
+                print(f"{name}: {repair}")
+            print(f"{name}: valid after repairs, as the proxy would accept it")
         else:
             print(f"{name}: valid ({len(events)} event{'s' if len(events) != 1 else ''})")
     return EXIT_INVALID if bad else EXIT_OK
@@ -127,11 +164,7 @@ def _cmd_consume(args: argparse.Namespace) -> int:
     if args.all == bool(args.names):
         raise ConfigError("name the consumers to run, or give --all")
     names = select_consumers(config.consumers, [] if args.all else args.names)
-    if config.kafka.bootstrap_servers == "embedded":
-        raise ConfigError(
-            "kafka.bootstrap_servers is 'embedded': that broker lives inside `serve`; "
-            "run consumers there (server.run_consumers) or point kafka at a real cluster"
-        )
+    config = _with_running_embedded_broker(config)
     # On the loop server.event_loop names, as `serve` (uvloop unless set to asyncio).
     ok = run_on_event_loop(config, consume_until_signalled(config.consumers, config.kafka, names))
     return EXIT_OK if ok else EXIT_INVALID
@@ -176,7 +209,9 @@ def _cmd_rules_test(args: argparse.Namespace) -> int:
     validator = EventValidator(
         strict=config.validation.is_strict, extra_schema_dir=config.validation.extra_schema_dir
     )
-    repairer = EventRepairer(config.validation.enabled_repairs())
+    repairer = EventRepairer(
+        config.validation.enabled_repairs(), config.validation.naive_time_zones()
+    )
     dry_run = DryRun(
         rules,
         validator,
@@ -257,6 +292,8 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     from consumers.replay import ReplayFilter, parse_time, replay
 
     config = _config(args)
+    if args.to_topic is not None:
+        config = _with_running_embedded_broker(config)
     if not args.archive.is_dir():
         raise ConfigError(f"--archive {args.archive}: not a directory")
     try:
@@ -311,7 +348,7 @@ def _cmd_dlq(args: argparse.Namespace) -> int:
     )
     from consumers.replay import parse_time
 
-    config = _config(args)
+    config = _with_running_embedded_broker(_config(args))
     topic = args.topic or f"{config.kafka.topic}.dlq"
     try:
         since = parse_time(args.since) if args.since else None
@@ -323,6 +360,8 @@ def _cmd_dlq(args: argparse.Namespace) -> int:
     selection = Selection(ids, args.consumer, since, args.reason, args.limit)
     if args.dlq_command == "redrive" and args.max_attempts < 1:
         raise UsageError(f"--max-attempts {args.max_attempts}: must be 1 or more")
+    if args.dlq_command == "redrive" and args.create_topic and args.to_consumer:
+        raise UsageError("--create-topic goes with a topic, not --to-consumer")
     if args.dlq_command == "redrive" and not (ids or selection.filters or args.all):
         raise UsageError("say which records: IDs, --consumer/--since/--reason, or --all")
     try:
@@ -359,6 +398,7 @@ def _cmd_dlq(args: argparse.Namespace) -> int:
                 to,
                 to_topic=args.to_topic is not None,
                 max_attempts=args.max_attempts,
+                create_topic=args.create_topic,
             )
         )
     except ConfigError as exc:  # the target named on the command line: one line
@@ -417,6 +457,9 @@ def _add_dlq_commands(commands: argparse._SubParsersAction[argparse.ArgumentPars
     to = redrive.add_mutually_exclusive_group()
     to.add_argument("--to-topic", metavar="TOPIC", help="default: the topic they came from")
     to.add_argument("--to-consumer", metavar="NAME", help="a configured consumer's target")
+    redrive.add_argument(
+        "--create-topic", action="store_true", help="create the target topic if it is missing"
+    )
 
 
 def _cmd_schema(args: argparse.Namespace) -> int:

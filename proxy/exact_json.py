@@ -8,6 +8,11 @@ no run of 19 digits is safe with orjson alone. That is checked with one
 ~40 µs). A body with such a run is parsed again by the standard library, which keeps
 integers of any size, and :func:`dumps` falls back to it when orjson refuses one.
 orjson checks the syntax first, so both paths accept exactly the same bodies.
+
+Nesting: orjson reads 1,024 levels of arrays and objects but writes only
+:data:`WRITABLE_DEPTH`. :func:`too_deep` finds, without recursion, the first value
+past a depth, so that the proxy refuses a body it could not store (400 with a pointer)
+instead of failing while writing it. Nothing here recurses on client data.
 """
 
 from __future__ import annotations
@@ -17,13 +22,19 @@ from typing import Any
 
 import orjson
 
-__all__ = ["JSONDecodeError", "dumps", "loads"]
+from proxy.validation.issues import escape_pointer_token
+
+__all__ = ["WRITABLE_DEPTH", "JSONDecodeError", "dumps", "loads", "too_deep"]
 
 JSONDecodeError = orjson.JSONDecodeError
 
 # Every digit made "0", then look for 19 of them in a row.
 _DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
 _NINETEEN_DIGITS = b"0" * 19
+
+WRITABLE_DEPTH = 254
+"""Arrays and objects nested in one another that :func:`dumps` writes (orjson's limit;
+a value holding 255 levels is refused with "Recursion limit reached")."""
 
 
 def loads(body: bytes) -> Any:
@@ -48,10 +59,43 @@ def dumps(value: Any) -> bytes:
 
 
 def _has_big_int(value: Any) -> bool:
-    if isinstance(value, int):
-        return not -(2**63) <= value < 2**64
-    if isinstance(value, dict):
-        return any(_has_big_int(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_has_big_int(v) for v in value)
+    """Whether ``value`` holds an integer orjson cannot write; iterative, any depth."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, int):
+            if not -(2**63) <= item < 2**64:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
     return False
+
+
+def too_deep(value: Any, limit: int) -> str | None:
+    """The JSON pointer of the first array or object nested more than ``limit`` levels
+    deep in ``value`` (``value`` itself, if a container, is level 1), or None.
+
+    Depth first, with an explicit stack: the client chooses the depth (up to the 1,024
+    levels the parser takes), so the call stack must not.
+    """
+    stack: list[tuple[Any, str, int]] = [(value, "", 1)]
+    while stack:
+        item, pointer, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = ((escape_pointer_token(k), v) for k, v in item.items())
+        elif isinstance(item, list):
+            children = ((str(i), v) for i, v in enumerate(item))
+        else:
+            continue
+        if depth > limit:
+            return pointer
+        # Reversed so that the first child is looked at first: the pointer is then the
+        # first offending place in document order.
+        stack.extend(
+            (child, f"{pointer}/{token}", depth + 1)
+            for token, child in reversed(list(children))
+            if isinstance(child, (dict, list))
+        )
+    return None

@@ -14,21 +14,23 @@ import orjson
 from aiohttp import web
 
 from proxy.auth import Authenticator, Principal
+from proxy.bytes_in_flight import BytesInFlight, Held
 from proxy.client_faults import CLIENT_FAULTS
 from proxy.config import ProxyConfig
 from proxy.destinations import DeliveryError, TooLarge
 from proxy.destinations.hops import HEADER as HOPS_HEADER
 from proxy.destinations.hops import TooManyHops, take_request_hops
 from proxy.http_errors import RequestError, detail
-from proxy.ingest import parse_json, read_body
+from proxy.ingest import MAX_EVENT_DEPTH, could_nest_too_deep, parse_json, read_body, too_deep_at
 from proxy.logs import REQUEST_ID
 from proxy.pipeline import Accepted, EventPipeline, Rejection, RejectionReason
 
-__all__ = ["AUTHENTICATOR", "CONFIG", "PIPELINE", "post_batch", "post_event"]
+__all__ = ["AUTHENTICATOR", "BYTES_IN_FLIGHT", "CONFIG", "PIPELINE", "post_batch", "post_event"]
 
 CONFIG = web.AppKey("config", ProxyConfig)
 PIPELINE = web.AppKey("pipeline", EventPipeline)
 AUTHENTICATOR = web.AppKey("authenticator", Authenticator)
+BYTES_IN_FLIGHT = web.AppKey("bytes_in_flight", BytesInFlight)
 
 # Yield to the loop this often while checking a large batch, so one batch cannot starve
 # every other request of the event loop.
@@ -50,11 +52,43 @@ def _retry_after(request: web.Request) -> dict[str, str]:
     return {"Retry-After": str(request.app[CONFIG].server.retry_after_seconds)}
 
 
-async def _read_json(request: web.Request) -> tuple[Any, Principal]:
+# Said of an event nested deeper than the proxy can store (ingest.MAX_EVENT_DEPTH).
+_TOO_DEEP = f"nested more than {MAX_EVENT_DEPTH} levels of arrays and objects deep"
+
+
+async def _read_json(request: web.Request, held: Held) -> tuple[Any, Principal, bool]:
+    """The parsed body, who sent it, and whether it could hold an event nested too deep.
+    The body's bytes are charged to ``held`` until the request is answered."""
     principal = request.app[AUTHENTICATOR].principal_of(request)
     _take_hops(request)
-    body = await read_body(request, request.app[CONFIG].server)
-    return parse_json(body, request.content_type if request.body_exists else ""), principal
+    body = await read_body(request, request.app[CONFIG].server, held)
+    value = parse_json(body, request.content_type if request.body_exists else "")
+    return value, principal, could_nest_too_deep(body)
+
+
+def _checked(
+    pipeline: EventPipeline, event: Any, principal: Principal, maybe_deep: bool
+) -> Accepted | Rejection:
+    """:meth:`EventPipeline.check`, after the depth check when the body calls for it."""
+    too_deep = _too_deep(event) if maybe_deep else None
+    return too_deep if too_deep is not None else pipeline.check(event, principal)
+
+
+def _too_deep(event: Any) -> Rejection | None:
+    """A 400 naming where ``event`` nests too deep to be stored, or None.
+
+    Checked before anything else looks at the event: validation, repairs, rules and
+    every destination then only ever see what the proxy can write back.
+    """
+    pointer = too_deep_at(event)
+    if pointer is None:
+        return None
+    return Rejection(
+        400,
+        RejectionReason.TOO_DEEP,
+        "event nested too deeply to be stored; nothing was stored",
+        [detail(pointer, _TOO_DEEP)],
+    )
 
 
 def _take_hops(request: web.Request) -> None:
@@ -96,9 +130,14 @@ def _delivery_failure(error: DeliveryError) -> Rejection:
 
 
 async def post_event(request: web.Request) -> web.Response:
-    event, principal = await _read_json(request)
+    with request.app[BYTES_IN_FLIGHT].request() as held:
+        return await _post_event(request, held)
+
+
+async def _post_event(request: web.Request, held: Held) -> web.Response:
+    event, principal, maybe_deep = await _read_json(request, held)
     pipeline = request.app[PIPELINE]
-    rejection = pipeline.check(event, principal)
+    rejection = _checked(pipeline, event, principal, maybe_deep)
     if isinstance(rejection, Accepted):
         accepted = rejection
         try:
@@ -124,7 +163,12 @@ async def post_event(request: web.Request) -> web.Response:
 
 
 async def post_batch(request: web.Request) -> web.Response:
-    events, principal = await _read_json(request)
+    with request.app[BYTES_IN_FLIGHT].request() as held:
+        return await _post_batch(request, held)
+
+
+async def _post_batch(request: web.Request, held: Held) -> web.Response:
+    events, principal, maybe_deep = await _read_json(request, held)
     if not isinstance(events, list):
         raise RequestError(
             400,
@@ -142,7 +186,7 @@ async def post_batch(request: web.Request) -> web.Response:
     for index, event in enumerate(events):
         if index and index % _YIELD_EVERY == 0:
             await asyncio.sleep(0)
-        checked = pipeline.check(event, principal)
+        checked = _checked(pipeline, event, principal, maybe_deep)
         if isinstance(checked, Accepted):
             valid[index] = checked
         else:

@@ -18,7 +18,13 @@ from contextvars import ContextVar
 
 import orjson
 
-__all__ = ["CONSUMER", "CONTEXT_FIELDS", "DESTINATION", "REQUEST_ID", "setup_logging"]
+__all__ = [
+    "CONSUMER",
+    "CONTEXT_FIELDS",
+    "DESTINATION",
+    "REQUEST_ID",
+    "setup_logging",
+]
 
 REQUEST_ID: ContextVar[str | None] = ContextVar("request_id", default=None)
 CONSUMER: ContextVar[str | None] = ContextVar("consumer", default=None)

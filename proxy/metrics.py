@@ -69,6 +69,12 @@ class ProxyMetrics:
             "Events handed to destinations and not yet confirmed.",
             registry=self.registry,
         )
+        self.bytes_in_flight = Gauge(
+            "lineage_proxy_request_bytes_in_flight",
+            "Request bytes held now (bodies as read plus inflated), against"
+            " server.max_bytes_in_flight; past it requests get 503 (reason busy).",
+            registry=self.registry,
+        )
         self.requests = Counter(
             "lineage_proxy_http_requests",
             "HTTP requests by endpoint and status.",

@@ -55,6 +55,7 @@ class RejectionReason(enum.StrEnum):
     INVALID = "invalid"  # breaks the spec: also sent to the ``rejected`` route
     FORBIDDEN = "forbidden"
     TOO_LARGE = "too_large"
+    TOO_DEEP = "too_deep"  # nested deeper than the proxy can store (ingest.MAX_EVENT_DEPTH)
     UNAVAILABLE = "unavailable"
     UNDELIVERABLE = "undeliverable"
 

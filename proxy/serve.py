@@ -205,7 +205,7 @@ def run_server(config: ProxyConfig) -> int:
     _raise_open_file_limit()
     with contextlib.ExitStack() as stack:
         if config.kafka.bootstrap_servers == "embedded":
-            broker = stack.enter_context(EmbeddedBroker())
+            broker = stack.enter_context(EmbeddedBroker(config.kafka.embedded_port or None))
             kafka = config.kafka.model_copy(update={"bootstrap_servers": broker.bootstrap_servers})
             config = config.model_copy(update={"kafka": kafka})
         workers = config.server.worker_count()

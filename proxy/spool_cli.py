@@ -208,7 +208,8 @@ async def _drain_one(directory: Path, kafka: KafkaConfig, servers: str, wait_sec
 
     async def create_topic(topic: str) -> None:
         if kafka.create_topics:
-            wanted = {topic: (kafka.topic_partitions, kafka.topic_replication_factor)}
+            # -1: the cluster's default replication (as the proxy creates its topics).
+            wanted = {topic: (kafka.topic_partitions, kafka.topic_replication_factor or -1)}
             try:
                 await asyncio.to_thread(producer.ensure_topics, wanted, 5.0)
             except Exception as exc:  # the send below reports what matters

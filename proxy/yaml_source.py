@@ -56,7 +56,7 @@ def _to_data(node: yaml.Node, path: Path_, lines: dict[Path_, int], source: str)
     if isinstance(node, yaml.MappingNode):
         result: dict[Any, Any] = {}
         for key_node, value_node in node.value:
-            key = yaml.safe_load(yaml.serialize(key_node))
+            key = _scalar(key_node)
             if key in result:
                 # PyYAML would silently keep the last one; a hand-edited file means a mistake.
                 line = key_node.start_mark.line + 1
@@ -66,7 +66,15 @@ def _to_data(node: yaml.Node, path: Path_, lines: dict[Path_, int], source: str)
         return result
     if isinstance(node, yaml.SequenceNode):
         return [_to_data(item, (*path, i), lines, source) for i, item in enumerate(node.value)]
-    return yaml.safe_load(yaml.serialize(node))
+    return _scalar(node)
+
+
+def _scalar(node: yaml.Node) -> Any:
+    """The value of a scalar node as ``yaml.safe_load`` gives it: an empty one
+    (``host:``, or ``tls:`` whose children are all commented out) is None, which the
+    models then refuse or take, with the key's line, like any other value. (Serializing
+    the node to load it again fails on an empty one, with a parser traceback.)"""
+    return yaml.SafeLoader("").construct_object(node, deep=True)
 
 
 def load_yaml_document(path: Path | str, text: str | None = None) -> YamlDocument:

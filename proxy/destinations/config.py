@@ -140,9 +140,13 @@ class SpoolConfig(StrictModel):
 class KafkaConfig(StrictModel):
     """The ``kafka:`` section of config.yaml: the cluster every Kafka destination uses."""
 
-    # "embedded" starts a Kafka-protocol broker (Tansu) on a free loopback port: dev/tests
-    # only, with the `embedded` extra installed. Else host:port[,host:port...] of a cluster.
+    # "embedded": `serve` starts a Kafka-protocol broker (Tansu) on 127.0.0.1:embedded_port,
+    # dev/tests only, with the `embedded` extra installed; `consume`, `dlq` and `replay`
+    # reach it there while that `serve` runs. Else host:port[,host:port...] of a cluster.
     bootstrap_servers: str = "embedded"
+    # The loopback port of the embedded broker; 0: a free one (then only `serve` itself
+    # can reach it).
+    embedded_port: Annotated[int, Field(ge=0, le=65535)] = 19092
     # The topic events go to unless a rule says otherwise; consumers read it by default.
     topic: str = "openlineage.events"
     # Create missing topics at start (with the partitions and replication below).

@@ -10,23 +10,33 @@ again. Valid events never get here, so repairs cost nothing on the hot path.
 The repairs (each can be switched off in ``validation.repairs``):
 
 ``naive_date_time``
-    A date-time without a UTC offset (``datetime.now().isoformat()``) is taken as UTC:
-    ``2026-11-23T10:00:00.123456`` → ``2026-11-23T10:00:00.123456Z``.
+    A date-time without a UTC offset (``datetime.now().isoformat()``) is read in the
+    zone ``validation.naive_time_zone`` names (by default UTC), or the one named for its
+    producer in ``validation.naive_time_zones_by_producer``, and that zone's offset at
+    that time is appended: ``2026-11-23T10:00:00.123456`` → ``…123456Z`` in UTC,
+    ``…123456+01:00`` in Europe/Berlin. The digits sent are kept.
 ``date_only_nominal_time``
     A ``nominalStartTime``/``nominalEndTime`` that is only a date is midnight UTC:
     ``2020-01-01`` → ``2020-01-01T00:00:00Z``.
 ``schemeless_datasource_uri``
-    A ``dataSource.uri`` without a scheme: an absolute path becomes a ``file://`` URI,
-    otherwise the dataset's namespace is used when it is a URI, and the bare ``file``
-    that openlineage-spark writes for local files becomes ``file:///``.
+    A ``dataSource.uri`` without a scheme: an absolute path becomes a ``file://`` URI;
+    a path relative to the producer's working directory (``./data/x.csv``, as Apache
+    Hamilton sends) becomes a relative ``file:`` URI (``file:data/x.csv``: RFC 3986's
+    rootless path, since the proxy cannot know that directory); otherwise the dataset's
+    namespace is used when it is a URI, the bare ``file`` that openlineage-spark writes
+    for local files becomes ``file:///``, and in namespace ``file`` any other value with a
+    ``/`` in it is a relative path too (``data/x.csv``). Elsewhere such a value stays
+    refused: ``raw/x.csv`` in namespace ``warehouse`` could be a path anywhere.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any, Literal, get_args
 from urllib.parse import quote
+from zoneinfo import ZoneInfo
 
 import orjson
 
@@ -35,7 +45,7 @@ from proxy.validation.formats import DATE_TIME_MESSAGE, URI_MESSAGE, is_uri
 from proxy.validation.issues import ValidationIssue
 from proxy.validation.validator import EventValidator
 
-__all__ = ["REPAIR_NAMES", "EventRepairer", "RepairName", "validate_or_repair"]
+__all__ = ["REPAIR_NAMES", "EventRepairer", "NaiveTimeZones", "RepairName", "validate_or_repair"]
 
 RepairName = Literal["naive_date_time", "date_only_nominal_time", "schemeless_datasource_uri"]
 REPAIR_NAMES: tuple[RepairName, ...] = get_args(RepairName)
@@ -52,9 +62,46 @@ _PATH_SAFE = "/!$&'()*+,;=:@-._~"
 _Fix = Callable[[str, list[str], dict[str, Any]], str | None]
 
 
-def _naive_date_time(value: str, tokens: list[str], event: dict[str, Any]) -> str | None:
-    match = _NAIVE_DATE_TIME.fullmatch(value)
-    return f"{match[1]}T{match[2]}Z" if match else None
+class NaiveTimeZones:
+    """The zone a naive date-time of an event is read in: the one named for the longest
+    prefix of its ``producer`` in ``by_producer``, else ``default``."""
+
+    def __init__(self, default: str = "UTC", by_producer: Mapping[str, str] | None = None):
+        self.default = ZoneInfo(default)
+        # Longest prefix first, so that the first match is the most specific one.
+        self.by_producer = sorted(
+            ((prefix, ZoneInfo(zone)) for prefix, zone in (by_producer or {}).items()),
+            key=lambda item: -len(item[0]),
+        )
+
+    def zone_of(self, event: dict[str, Any]) -> ZoneInfo:
+        producer = event.get("producer")
+        if isinstance(producer, str):
+            for prefix, zone in self.by_producer:
+                if producer.startswith(prefix):
+                    return zone
+        return self.default
+
+    def naive_date_time(self, value: str, tokens: list[str], event: dict[str, Any]) -> str | None:
+        """``value`` with the offset of its zone at that time appended (``Z`` for UTC).
+        A wall time that occurs twice (clocks going back) is taken at its first
+        occurrence, one that does not occur (clocks going forward) with the offset
+        before the change, as :mod:`zoneinfo` does with ``fold=0``."""
+        match = _NAIVE_DATE_TIME.fullmatch(value)
+        if not match:
+            return None
+        zone = self.zone_of(event)
+        local = f"{match[1]}T{match[2]}"
+        try:
+            offset = datetime.fromisoformat(local).replace(tzinfo=zone).utcoffset()
+        except ValueError:  # no such day or time: the validator refuses it again
+            return f"{local}Z"
+        if not offset:
+            return f"{local}Z"
+        minutes = int(offset.total_seconds()) // 60
+        sign = "+" if minutes >= 0 else "-"
+        hours, minutes = divmod(abs(minutes), 60)
+        return f"{local}{sign}{hours:02d}:{minutes:02d}"
 
 
 def _date_only_nominal_time(value: str, tokens: list[str], event: dict[str, Any]) -> str | None:
@@ -68,23 +115,36 @@ def _schemeless_datasource_uri(value: str, tokens: list[str], event: dict[str, A
         return None
     if value.startswith("/"):
         return "file://" + quote(value, safe=_PATH_SAFE)
+    if value.startswith(("./", "../")):
+        return _relative_file_uri(value)
     dataset = _resolve(event, tokens[:-3])
     namespace = dataset.get("namespace") if isinstance(dataset, dict) else None
     if isinstance(namespace, str) and is_uri(namespace):
         return namespace
     if value == "file":
         return "file:///"
+    if namespace == "file" and "/" in value:
+        return _relative_file_uri(value)
     return None
 
 
-# Which repairs may answer an issue with this message, in the order they are tried.
-_FIXES: dict[str, tuple[tuple[RepairName, _Fix], ...]] = {
-    DATE_TIME_MESSAGE: (
-        ("naive_date_time", _naive_date_time),
-        ("date_only_nominal_time", _date_only_nominal_time),
-    ),
-    URI_MESSAGE: (("schemeless_datasource_uri", _schemeless_datasource_uri),),
-}
+def _relative_file_uri(path: str) -> str | None:
+    """``file:`` + the path without its leading ``./`` (a path-rootless URI is relative
+    to wherever the producer ran, as the path was); None for a path that is only ``./``."""
+    while path.startswith("./"):
+        path = path[2:].lstrip("/")
+    return "file:" + quote(path, safe=_PATH_SAFE) if path else None
+
+
+def _fixes(zones: NaiveTimeZones) -> dict[str, tuple[tuple[RepairName, _Fix], ...]]:
+    """Which repairs may answer an issue with this message, in the order they are tried."""
+    return {
+        DATE_TIME_MESSAGE: (
+            ("naive_date_time", zones.naive_date_time),
+            ("date_only_nominal_time", _date_only_nominal_time),
+        ),
+        URI_MESSAGE: (("schemeless_datasource_uri", _schemeless_datasource_uri),),
+    }
 
 
 def _tokens(pointer: str) -> list[str]:
@@ -105,11 +165,11 @@ def _resolve(node: Any, tokens: Sequence[str]) -> Any:
 class EventRepairer:
     """Repaired copies of invalid events, using only the repairs it was built with."""
 
-    def __init__(self, enabled: Iterable[RepairName]) -> None:
+    def __init__(self, enabled: Iterable[RepairName], zones: NaiveTimeZones | None = None) -> None:
         wanted = set(enabled)
         self._fixes = {
             message: tuple((name, fix) for name, fix in fixes if name in wanted)
-            for message, fixes in _FIXES.items()
+            for message, fixes in _fixes(zones or NaiveTimeZones()).items()
         }
         self.enabled = tuple(name for name in REPAIR_NAMES if name in wanted)
 

@@ -28,8 +28,8 @@ Where we knowingly differ from the official schemas (tests pin both sides):
   ``datasetVersion``); a deletion marker has nothing to validate.
 * A JobEvent that also carries ``dataset`` is rejected at ``/dataset``; the official
   ``oneOf`` rejects it only when that dataset happens to be valid.
-* Integers must be JSON integers: ``1.0`` is rejected where JSON Schema accepts it, and a
-  trailing newline never passes as part of a URI or date-time.
+* A trailing newline never passes as part of a URI or date-time. (Integers are as in
+  JSON Schema: ``1000.0`` and ``1E3`` are integers, ``1.5`` is not.)
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from tests.conftest import REPO
 from tests.doubles.target_double import TargetDouble
 from tests.faults.figures import report
 from tests.faults.load import compare, kafka_run_ids, post_events
+from tests.kafka_reader import read_all_produced_so_far
 from tests.processes import serve_process, wait_until_ready
 from tests.sample_events import rich_run_event, run_event
 from tests.waiting import wait_for
@@ -102,6 +103,8 @@ def test_serve_embedded_starts_its_own_broker_and_the_default_consumer(tmp_path:
         **os.environ,
         "LINEAGE_PROXY__ROUTING__ARCHIVE_ROOT": str(tmp_path / "archive"),
         "LINEAGE_PROXY__CONSUMERS__ARCHIVE__TARGET__DIRECTORY": str(consumed),
+        # Not the fixed default port: tests run side by side.
+        "LINEAGE_PROXY__KAFKA__EMBEDDED_PORT": str(free_port()),
     }
     process = subprocess.Popen(
         [sys.executable, "-m", "proxy", "serve", "--config", "config.yaml", "--port", str(port)],
@@ -125,6 +128,74 @@ def test_serve_embedded_starts_its_own_broker_and_the_default_consumer(tmp_path:
     # On SIGTERM the consumer finished its file: one line, the event as the proxy sent it.
     [written] = finished_files(consumed)
     assert [orjson.loads(line) for line in written.read_bytes().splitlines()] == [event]
+
+
+def test_other_commands_reach_the_broker_serve_embeds(tmp_path: Path):
+    """The quick start's broker is at kafka.embedded_port: dlq, replay --to-topic and
+    consume reach it while serve runs, and say so in one line when none does."""
+    port, broker_port = free_port(), free_port()
+    env = {
+        **os.environ,
+        "LINEAGE_PROXY__ROUTING__ARCHIVE_ROOT": str(tmp_path / "archive"),
+        "LINEAGE_PROXY__CONSUMERS__ARCHIVE__TARGET__DIRECTORY": str(tmp_path / "consumed"),
+        "LINEAGE_PROXY__KAFKA__EMBEDDED_PORT": str(broker_port),
+    }
+    before = _cli("dlq", "list", "--config", "config.yaml", env=env)
+    assert before.returncode == 2, before.stderr
+    assert f"no embedded broker listens on 127.0.0.1:{broker_port}" in before.stderr
+    assert "Traceback" not in before.stderr
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "proxy", "serve", "--config", "config.yaml", "--port", str(port)],
+        cwd=REPO,
+        env=env,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_until_ready(url, process)
+        event = run_event(name="embedded.reached")
+        assert requests.post(f"{url}/api/v1/lineage", json=event, timeout=10).ok
+        # The proxy's own topic, read through the broker serve embeds at the fixed port.
+        records = read_all_produced_so_far(f"127.0.0.1:{broker_port}", "openlineage.events")
+        assert [orjson.loads(r.value) for r in records if b"embedded.reached" in r.value] == [event]
+        listed = _cli(
+            "dlq",
+            "list",
+            "--config",
+            "config.yaml",
+            "--topic",
+            "openlineage.events.rejected",
+            env=env,
+        )
+        assert listed.returncode == 0, listed.stderr
+        archive = tmp_path / "replayable"
+        day = archive / "dt=2026-11-26" / "namespace=team-a"
+        day.mkdir(parents=True)
+        (day / "events.jsonl").write_bytes(orjson.dumps(event) + b"\n")
+        replayed = _cli(
+            "replay",
+            "--config",
+            "config.yaml",
+            "--archive",
+            str(archive),
+            "--to-topic",
+            "openlineage.events",
+            env=env,
+        )
+        assert replayed.returncode == 0 and "replayed 1 events" in replayed.stderr, replayed.stderr
+        deadline = time.monotonic() + 30  # the broker's high watermark may lag a produce
+        while True:
+            records = read_all_produced_so_far(f"127.0.0.1:{broker_port}", "openlineage.events")
+            sent = [orjson.loads(r.value) for r in records if b"embedded.reached" in r.value]
+            if len(sent) == 2 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert sent == [event, event]
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
 
 
 def test_bad_config_fails_at_start_naming_file_line_and_key(tmp_path: Path):

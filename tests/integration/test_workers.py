@@ -294,6 +294,7 @@ async def test_two_workers_share_one_embedded_broker_and_one_archive_consumer(tm
         routing__archive_root=str(tmp_path / "archive"),
         consumers__archive__target__directory=str(consumed),
         logging__json_format="true",
+        kafka__embedded_port=str(free_port()),  # not the fixed default: tests run side by side
     )
     try:
         await asyncio.to_thread(wait_until_both_listen, url, process)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.exact_json import JSONDecodeError, dumps, loads
+from proxy.exact_json import JSONDecodeError, _has_big_int, dumps, loads, too_deep
 
 values = st.recursive(
     st.none()
@@ -57,3 +57,15 @@ BIG = b"123456789012345678901234567890"
 def test_what_orjson_refuses_is_refused_even_with_big_integers(body):
     with pytest.raises(JSONDecodeError):
         loads(body)
+
+
+def test_nothing_recurses_on_client_data_a_thousand_levels_deep():
+    deep: object = 2**70
+    for _ in range(1000):
+        deep = {"k/~": [deep]}
+    # The parser takes up to 1,024 levels: no RecursionError when asked about them.
+    assert _has_big_int(deep)
+    assert too_deep(deep, 2000) is None
+    # Levels: the outer object 1, its array 2, the object in it 3, that one's array 4.
+    assert too_deep(deep, 3) == "/k~1~0/0/k~1~0"
+    assert too_deep([1, {"a": [[]]}], 2) == "/1/a"

@@ -13,19 +13,40 @@ these models: the validator checks them once for every facet, known or custom.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, NamedTuple
+from typing import Annotated, Any, NamedTuple
 
-from pydantic import ConfigDict, Discriminator, Tag, with_config
+from pydantic import BeforeValidator, ConfigDict, Discriminator, Tag, with_config
 
 from proxy.validation.issues import TAG_MARK
 
-__all__ = ["Container", "SpecFacet", "forbid_extra", "spec_object", "tag", "type_discriminator"]
+__all__ = [
+    "Container",
+    "JsonInt",
+    "SpecFacet",
+    "forbid_extra",
+    "spec_object",
+    "tag",
+    "type_discriminator",
+]
 
 spec_object = with_config(ConfigDict(strict=True, extra="ignore"))
 """Decorator for every spec TypedDict: strict JSON types, extra properties allowed."""
 
 forbid_extra = with_config(ConfigDict(strict=True, extra="forbid"))
 """For the few spec objects with ``additionalProperties: false``."""
+
+
+def _integral(value: Any) -> Any:
+    """A float with no fractional part (``1000.0``, ``1E3``) as the integer it is:
+    JSON Schema's ``integer`` is any number with a zero fractional part. Anything else
+    goes on to the strict check unchanged (``1.5`` and ``true`` stay refused)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+JsonInt = Annotated[int, BeforeValidator(_integral)]
+"""A spec ``"type": "integer"`` property: an int, or a float whose value is whole."""
 
 
 class Container(StrEnum):

@@ -11,7 +11,14 @@ from typing import Annotated, Any, Literal, Required
 
 from typing_extensions import TypedDict
 
-from proxy.validation.facets.base import Container, SpecFacet, spec_object, tag, type_discriminator
+from proxy.validation.facets.base import (
+    Container,
+    JsonInt,
+    SpecFacet,
+    spec_object,
+    tag,
+    type_discriminator,
+)
 from proxy.validation.formats import DateTime, Uri
 
 __all__ = ["DATASET_FACETS"]
@@ -23,7 +30,7 @@ class SchemaField(TypedDict, total=False):
     name: Required[str]
     type: str
     description: str
-    ordinal_position: int
+    ordinal_position: JsonInt
     fields: list[SchemaField]
 
 
@@ -167,8 +174,8 @@ class ColumnLineageDatasetFacet(TypedDict, total=False):
 # --- data quality
 @spec_object
 class ColumnMetrics(TypedDict, total=False):
-    nullCount: int
-    distinctCount: int
+    nullCount: JsonInt
+    distinctCount: JsonInt
     sum: float
     count: float
     min: float
@@ -178,9 +185,9 @@ class ColumnMetrics(TypedDict, total=False):
 
 @spec_object
 class DataQualityMetricsDatasetFacet(TypedDict, total=False):
-    rowCount: int
-    bytes: int
-    fileCount: int
+    rowCount: JsonInt
+    bytes: JsonInt
+    fileCount: JsonInt
     lastUpdated: DateTime
     columnMetrics: Required[dict[str, ColumnMetrics]]
 
@@ -208,16 +215,16 @@ class DataQualityAssertionsDatasetFacet(TypedDict):
 # --- statistics
 @spec_object
 class InputStatisticsInputDatasetFacet(TypedDict, total=False):
-    rowCount: int
-    size: int
-    fileCount: int
+    rowCount: JsonInt
+    size: JsonInt
+    fileCount: JsonInt
 
 
 @spec_object
 class OutputStatisticsOutputDatasetFacet(TypedDict, total=False):
-    rowCount: int
-    size: int
-    fileCount: int
+    rowCount: JsonInt
+    size: JsonInt
+    fileCount: JsonInt
 
 
 # --- BaseSubsetDatasetFacet: a recursive condition tree, oneOf by "type" constant

@@ -10,7 +10,7 @@ from typing import Annotated, Required
 from pydantic import Field
 from typing_extensions import TypedDict
 
-from proxy.validation.facets.base import Container, SpecFacet, spec_object
+from proxy.validation.facets.base import Container, JsonInt, SpecFacet, spec_object
 from proxy.validation.formats import Uri
 
 __all__ = ["JOB_FACETS"]
@@ -20,7 +20,7 @@ __all__ = ["JOB_FACETS"]
 class EmissionPattern(TypedDict, total=False):
     eventTrigger: Required[str]
     eventContentMode: Required[str]
-    windowDuration: Annotated[int, Field(ge=1)]
+    windowDuration: Annotated[JsonInt, Field(ge=1)]
 
 
 @spec_object

@@ -6,7 +6,7 @@ from typing import Any, Required
 
 from typing_extensions import TypedDict
 
-from proxy.validation.facets.base import Container, SpecFacet, forbid_extra, spec_object
+from proxy.validation.facets.base import Container, JsonInt, SpecFacet, forbid_extra, spec_object
 from proxy.validation.formats import DateTime, Uri, Uuid
 
 __all__ = ["RUN_FACETS"]
@@ -110,13 +110,13 @@ class ExtractionError(TypedDict, total=False):
     errorMessage: Required[str]
     stackTrace: str
     task: str
-    taskNumber: int
+    taskNumber: JsonInt
 
 
 @spec_object
 class ExtractionErrorRunFacet(TypedDict):
-    totalTasks: int
-    failedTasks: int
+    totalTasks: JsonInt
+    failedTasks: JsonInt
     errors: list[ExtractionError]
 
 

@@ -160,6 +160,15 @@ async def test_dead_letters_are_listed_shown_and_redriven_without_leaving_the_dl
         assert code == 0, err
         landed = await asyncio.to_thread(read_all_produced_so_far, bootstrap, other)
         assert [(r.key, orjson.loads(r.value)) for r in landed] == [(KEY, bogus)]
+        # a missing topic: refused with the flag to give, which is then accepted
+        missing = f"{topic}.new"
+        bogus_id = by_type["BOGUS"]["id"]
+        code, _, err = await _dlq(cli, "redrive", bogus_id, "--to-topic", missing)
+        assert code == 2 and "give --create-topic to create it" in err, err
+        code, _, err = await _dlq(cli, "redrive", bogus_id, "--to-topic", missing, "--create-topic")
+        assert code == 0, err
+        landed = await asyncio.to_thread(read_all_produced_so_far, bootstrap, missing)
+        assert [orjson.loads(r.value) for r in landed] == [bogus]
         code, out, err = await _dlq(cli, "redrive", "--consumer", "to-marquez", "--reason", "400")
         assert code == 0, err
         assert out.splitlines() == [f"redriven {by_type['BOGUS']['id']}"]

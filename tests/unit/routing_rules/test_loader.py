@@ -32,6 +32,12 @@ def test_there_are_examples_for_the_documented_cases():
 
 
 @pytest.mark.parametrize("path", [*EXAMPLES, BUILTIN_RULES], ids=lambda p: Path(p).name)
+def test_example_and_default_files_keep_refused_events(path: Path):
+    """A copied example must not start dropping what fails validation."""
+    assert load_rules_file(path).rejected is not None
+
+
+@pytest.mark.parametrize("path", [*EXAMPLES, BUILTIN_RULES], ids=lambda p: Path(p).name)
 def test_example_and_default_files_load(path: Path):
     rules = load_rules_file(path)
     assert rules.version == 1

@@ -18,7 +18,7 @@ EXAMPLES = REPO / "routing_rules" / "examples"
 
 def test_check_accepts_a_good_file(capsys):
     assert main(["rules", "check", str(EXAMPLES / "per-team-topics.yaml")]) == 0
-    assert "per-team-topics.yaml: ok (3 rules, 3 destinations)" in capsys.readouterr().out
+    assert "per-team-topics.yaml: ok (3 rules, 4 destinations)" in capsys.readouterr().out
 
 
 def test_check_defaults_to_the_rules_named_by_the_config(capsys):

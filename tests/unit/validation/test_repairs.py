@@ -101,18 +101,40 @@ TABLE = [
         "file",  # what openlineage-spark writes for local files
         "file:///",
     ),
+    (
+        "schemeless_datasource_uri",
+        "/inputs/0/facets/dataSource/uri",
+        _set_local_input_source,
+        "./data/x 1.csv",  # Apache Hamilton: relative to where the pipeline ran
+        "file:data/x%201.csv",
+    ),
+    (
+        "schemeless_datasource_uri",
+        "/inputs/0/facets/dataSource/uri",
+        _set_input_source,
+        "../shared/orders.csv",  # relative even beside a namespace that is a URI
+        "file:../shared/orders.csv",
+    ),
+    (
+        "schemeless_datasource_uri",
+        "/inputs/0/facets/dataSource/uri",
+        _set_local_input_source,
+        "data/orders.csv",
+        "file:data/orders.csv",
+    ),
 ]
 IDS = [f"{row[0]}:{row[3]}" for row in TABLE]
 
 
 def _pipeline(validation: ValidationConfig) -> EventPipeline:
     metrics = ProxyMetrics()
+    zones = validation.naive_time_zones()
     return EventPipeline(
         EventValidator(strict=validation.is_strict),
         router=None,  # type: ignore[arg-type]  # check() never routes
         metrics=metrics,
         best_effort=BestEffortQueue(1, 1, metrics),
-        repairer=EventRepairer(validation.enabled_repairs()),
+        repairer=EventRepairer(validation.enabled_repairs(), zones),
     )
 
 
@@ -238,3 +260,69 @@ def test_valid_event_is_accepted_as_it_came_without_repairs() -> None:
     assert isinstance(outcome, Accepted)
     assert outcome.event is event
     assert outcome.repairs == ()
+
+
+@pytest.mark.parametrize(
+    ("zones", "producer", "sent", "forwarded"),
+    [
+        ({}, "https://x", "2026-11-23T10:00:00.5", "2026-11-23T10:00:00.5Z"),  # the default
+        (
+            {"naive_time_zone": "Europe/Berlin"},
+            "https://x",
+            "2026-11-23T10:00:00",
+            "2026-11-23T10:00:00+01:00",
+        ),
+        (
+            {"naive_time_zone": "Europe/Berlin"},
+            "https://x",
+            "2026-07-01 10:00:00",
+            "2026-07-01T10:00:00+02:00",
+        ),
+        (
+            {"naive_time_zone": "America/St_Johns"},
+            "https://x",
+            "2026-11-23T10:00:00",
+            "2026-11-23T10:00:00-03:30",
+        ),
+        (
+            {
+                "naive_time_zone": "Europe/Berlin",
+                "naive_time_zones_by_producer": {
+                    "https://github.com/OpenLineage": "Asia/Tokyo",
+                    "https://github.com/OpenLineage/OpenLineage/tree/1.54.0/integration/dbt": "UTC",
+                },
+            },
+            "https://github.com/OpenLineage/OpenLineage/tree/1.54.0/integration/dbt",
+            "2026-11-23T10:00:00",
+            "2026-11-23T10:00:00Z",  # the longest prefix wins
+        ),
+        (
+            {"naive_time_zones_by_producer": {"https://github.com/OpenLineage": "Asia/Tokyo"}},
+            "https://github.com/OpenLineage/OpenLineage/tree/1.54.0/integration/airflow",
+            "2026-11-23T10:00:00",
+            "2026-11-23T10:00:00+09:00",
+        ),
+    ],
+)
+def test_naive_times_are_read_in_the_configured_zone(
+    zones: dict[str, Any], producer: str, sent: str, forwarded: str
+) -> None:
+    event = rich_run_event()
+    event["producer"] = producer
+    event["eventTime"] = sent
+
+    outcome = _pipeline(ValidationConfig(**zones)).check(event, ANONYMOUS)
+
+    assert isinstance(outcome, Accepted), outcome
+    assert outcome.event["eventTime"] == forwarded
+
+
+def test_an_unknown_naive_time_zone_is_a_config_error(tmp_path) -> None:
+    from proxy.config import ConfigError, load_config
+
+    path = tmp_path / "config.yaml"
+    path.write_text("validation:\n  naive_time_zone: Mars/Olympus\n")
+    with pytest.raises(
+        ConfigError, match=r"config.yaml:2: validation.naive_time_zone: .*Mars/Olympus"
+    ):
+        load_config(path, environ={})
