@@ -17,8 +17,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from proxy.embedded_broker import EmbeddedBroker
 from tests.faults.figures import report
-from tests.faults.load import LoadResult, compare, kafka_run_ids, post_events
 from tests.sample_events import run_event
+from tests.support.load import LoadResult, compare, kafka_run_ids, post_events
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -22,7 +22,6 @@ import pytest
 import yaml
 
 from consumers.config import BreakerConfig, ConsumerConfig
-from proxy.embedded_broker import free_port
 from tests.doubles.marquez_double import MarquezDouble
 from tests.faults.figures import report
 from tests.integration.consumers.conftest import (
@@ -41,7 +40,8 @@ from tests.integration.consumers.conftest import (
     sequenced_run_events,
     status_of,
 )
-from tests.waiting import wait_for
+from tests.support.ports import free_port
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

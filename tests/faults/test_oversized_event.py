@@ -11,8 +11,8 @@ import pytest
 from aiohttp import ClientSession
 
 from tests.faults.figures import report
-from tests.faults.load import kafka_run_ids
 from tests.sample_events import PRODUCER, run_event
+from tests.support.load import kafka_run_ids
 
 pytestmark = pytest.mark.integration
 

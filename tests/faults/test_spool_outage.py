@@ -19,14 +19,16 @@ import requests
 from aiohttp import ClientSession
 
 from proxy.destinations.kafka import event_headers
-from proxy.embedded_broker import EmbeddedBroker, free_port
+from proxy.embedded_broker import EmbeddedBroker
 from proxy.openlineage import event_key
-from tests.conftest import fresh_spool_directory
 from tests.faults.figures import report
-from tests.faults.load import LoadResult, compare, kafka_run_ids, post_events
-from tests.kafka_reader import read_all_produced_so_far
-from tests.processes import serve_process
 from tests.sample_events import run_event
+from tests.support.brokers import kill
+from tests.support.kafka_reader import read_all_produced_so_far
+from tests.support.load import LoadResult, compare, kafka_run_ids, post_events
+from tests.support.paths import fresh_spool_directory
+from tests.support.ports import free_port
+from tests.support.processes import serve_process
 
 pytestmark = pytest.mark.integration
 
@@ -119,7 +121,7 @@ async def test_broker_absent_at_start_events_are_spooled_then_arrive_in_order_wi
 async def test_broker_killed_mid_load_and_replaced_every_event_acknowledged_after_is_found(
     start_proxy, topic
 ):
-    first = EmbeddedBroker().start()
+    first = EmbeddedBroker(port=free_port()).start()
     port = first.port
     try:
         async with start_proxy(bootstrap=first.bootstrap_servers, kafka=_spool()) as url:
@@ -146,9 +148,9 @@ async def test_broker_killed_mid_load_and_replaced_every_event_acknowledged_afte
                 after_kill = [run_id for t, run_id in acked if t > killed_at + 1]
                 found = await asyncio.to_thread(kafka_run_ids, second.bootstrap_servers, topic)
             finally:
-                second.stop()
+                kill(second)
     finally:
-        first.stop()
+        kill(first)
     checked = compare(after_kill, found)
     figures = report(
         "spool_broker_killed_mid_load_and_replaced",

@@ -16,11 +16,11 @@ from urllib.parse import urlsplit
 import orjson
 import pytest
 from aiohttp import ClientSession
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.faults.figures import report
 from tests.sample_events import run_event
-from tests.waiting import eventually
+from tests.support.metrics import metrics_of, sample
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -29,13 +29,7 @@ POST_HEAD = b"POST /api/v1/lineage HTTP/1.1\r\nHost: proxy\r\nContent-Type: appl
 
 async def metric(url: str, name: str, **labels: str) -> float:
     """The value of one sample of the proxy's /metrics (0 when absent)."""
-    async with ClientSession() as session, session.get(f"{url}/metrics") as resp:
-        text = await resp.text()
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                return float(sample.value)
-    return 0.0
+    return sample(await metrics_of(url), name, **labels) or 0.0
 
 
 async def connect(url: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:

@@ -23,11 +23,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from consumers.config import ConsumerConfig
 from consumers.daemon import ConsumerDaemon
-from tests.conftest import REPO
-from tests.faults.load import kafka_run_ids
-from tests.processes import ServeProcess
 from tests.sample_events import facet, run_event
-from tests.waiting import wait_for
+from tests.support.load import kafka_run_ids
+from tests.support.metrics import sample
+from tests.support.paths import REPO
+from tests.support.processes import ServeProcess
+from tests.support.waiting import wait_for
 
 # Short group timeouts: a join takes ~3 s on the test broker instead of ~23 s.
 TEST_GROUP = {"session_timeout_ms": 3000, "heartbeat_interval_ms": 300}
@@ -163,10 +164,9 @@ async def status_of(port: int, path: str) -> tuple[int, str]:
 async def metric_of(port: int, name: str) -> float:
     """A counter from a daemon's /metrics, e.g. ``duplicates_skipped``."""
     _, text = await status_of(port, "/metrics")
-    for line in text.splitlines():
-        if line.startswith(f"lineage_consumer_{name}_total"):
-            return float(line.split()[-1])
-    raise AssertionError(f"no {name} metric")
+    value = sample(text, f"lineage_consumer_{name}_total")
+    assert value is not None, f"no {name} metric"
+    return value
 
 
 def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> list[int]:

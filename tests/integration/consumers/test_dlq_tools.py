@@ -29,9 +29,9 @@ from tests.integration.consumers.conftest import (
     produce,
     running,
 )
-from tests.kafka_reader import read_all_produced_so_far
 from tests.sample_events import run_event
-from tests.waiting import wait_for
+from tests.support.kafka_reader import read_all_produced_so_far
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

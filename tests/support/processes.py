@@ -14,8 +14,8 @@ from pathlib import Path
 
 import requests
 
-from proxy.embedded_broker import free_port
-from tests.conftest import ARCHIVE_ROOT, REPO, fresh_spool_directory
+from tests.support.paths import ARCHIVE_ROOT, REPO, fresh_spool_directory
+from tests.support.ports import free_port
 
 __all__ = ["ServeProcess", "serve_process", "wait_until_ready"]
 
