@@ -194,8 +194,20 @@ async def test_outage_then_sigkill_mid_stream_commits_only_delivered_and_loses_n
 
             await wait_for(every_unfinished_lane_waits, within=60, what="the hold")
             assert first.poll() is None, first.log()
-            await asyncio.sleep(1.0)  # several commit intervals: the offsets move first
+            # The kill comes once the commits landed: the group's offset is the first
+            # event not stored (the lanes hold, so the stored set no longer moves).
             stored_at_kill = set(_stored(marquez))
+            first_not_stored = min(o for key, o in offset_of.items() if key not in stored_at_kill)
+            await wait_for(
+                lambda: asyncio.to_thread(
+                    lambda: (
+                        committed_offsets(bootstrap, f"group.{topic}", topic, 1)
+                        == [first_not_stored]
+                    )
+                ),
+                within=60,
+                what=f"the commit up to offset {first_not_stored}",
+            )
         finally:
             first.send_signal(signal.SIGKILL)
             await asyncio.to_thread(first.wait)
