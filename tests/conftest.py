@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
+from hypothesis.database import DirectoryBasedExampleDatabase
 
 from proxy.app import create_app
 from proxy.embedded_broker import EmbeddedBroker
@@ -28,6 +30,17 @@ from tests.support.proxies import proxy_config
 # (``--dist loadgroup``): a second SparkSession would be a second JVM; dbt builds a
 # project once per module.
 XDIST_GROUPS = {"tests/spark/": "spark", "tests/integration/test_dbt.py": "dbt"}
+
+# Hypothesis searches afresh on every run (no derandomize outside the reproducible fuzz
+# tests) and keeps the failures it found in the temporary directory, where CI's next run
+# on the machine replays them first; a fresh clone's working tree keeps nothing.
+settings.register_profile(
+    "suite",
+    database=DirectoryBasedExampleDatabase(
+        Path(tempfile.gettempdir()) / "lineage-proxy-hypothesis"
+    ),
+)
+settings.load_profile("suite")
 
 
 @pytest.fixture(scope="session", autouse=True)
