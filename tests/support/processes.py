@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import requests
@@ -49,11 +50,16 @@ def wait_until_ready(
 
 
 def serve_process(
-    broker_address: str, *args: str, port: int | None = None, **settings: str
+    broker_address: str,
+    *args: str,
+    port: int | None = None,
+    under: Sequence[str] = (),
+    **settings: str,
 ) -> tuple[ServeProcess, str]:
     """``lineage-proxy serve --config config.yaml`` on a free port (or ``port``), with
     ``settings`` as ``LINEAGE_PROXY__*`` overrides (``kafka__topic="x"``) and extra CLI
-    ``args``; returns the process and its URL (https when ``server__tls__*`` is set)."""
+    ``args``; returns the process and its URL (https when ``server__tls__*`` is set).
+    ``under`` is a command the proxy runs under (``strace … --``)."""
     port = port or free_port()
     env = {
         **os.environ,
@@ -71,7 +77,7 @@ def serve_process(
     fd, log_name = tempfile.mkstemp(prefix="lineage-proxy-serve-", suffix=".log")
     try:
         process = ServeProcess(
-            [sys.executable, "-m", "proxy", "serve", "--config", "config.yaml", *args],
+            [*under, sys.executable, "-m", "proxy", "serve", "--config", "config.yaml", *args],
             cwd=REPO,
             env=env,
             stderr=fd,
