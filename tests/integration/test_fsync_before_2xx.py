@@ -58,7 +58,8 @@ def traced_proxy(tmp_path: Path, broker: str, **settings: str) -> Iterator[tuple
     assert strace, "strace is not installed (apt-get install strace; scripts/test.sh does)"
     trace = tmp_path / "trace.txt"
     command = [strace, "-f", "-qq", "-yy", "-s", "16", "-e", f"trace={TRACED}", "-o", str(trace)]
-    process, url = serve_process(broker, under=[*command, "--"], **settings)
+    # (mypy cannot tell that ``settings`` holds no "port" or "under" key)
+    process, url = serve_process(broker, under=[*command, "--"], **settings)  # type: ignore[arg-type]
     try:
         # Alive is enough (/readyz says "not ready" while Kafka is unreachable).
         wait_until(
