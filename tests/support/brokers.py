@@ -29,9 +29,9 @@ def kill(broker: EmbeddedBroker) -> None:
 
 
 @contextlib.contextmanager
-def running_broker() -> Iterator[EmbeddedBroker]:
-    """A Tansu broker on a port of this worker's block, killed at the end."""
-    broker = EmbeddedBroker(port=free_port()).start()
+def running_broker(port: int | None = None) -> Iterator[EmbeddedBroker]:
+    """A Tansu broker on ``port`` or a port of this worker's block, killed at the end."""
+    broker = EmbeddedBroker(port=port or free_port()).start()
     try:
         yield broker
     finally:
