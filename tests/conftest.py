@@ -23,6 +23,7 @@ from proxy.embedded_broker import EmbeddedBroker
 from proxy.serve import listener_tls, serving
 from tests.faults.figures import FIGURES_DIRECTORY, recorded
 from tests.support.brokers import running_broker
+from tests.support.consumers import create_topic
 from tests.support.paths import ARCHIVE_ROOT, SPOOL_ROOT
 from tests.support.proxies import proxy_config
 
@@ -62,6 +63,17 @@ def broker() -> Iterator[EmbeddedBroker]:
 def topic() -> str:
     """A fresh topic name per test so tests never read each other's events."""
     return f"test.{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def topic_with(broker: EmbeddedBroker, topic: str) -> Callable[[int], str]:
+    """``topic_with(n)``: the test's topic, created with ``n`` partitions."""
+
+    def make(partitions: int) -> str:
+        create_topic(broker.bootstrap_servers, topic, partitions)
+        return topic
+
+    return make
 
 
 ProxyFactory = Callable[..., Any]

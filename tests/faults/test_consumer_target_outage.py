@@ -24,7 +24,7 @@ import yaml
 from consumers.config import BreakerConfig, ConsumerConfig
 from tests.doubles.marquez_double import MarquezDouble
 from tests.faults.figures import report
-from tests.integration.consumers.conftest import (
+from tests.support.consumers import (
     TEST_GROUP,
     assert_in_order_per_run,
     committed_offsets,

@@ -12,8 +12,8 @@ import pytest
 import requests
 
 from proxy import __version__
-from tests.integration.consumers.conftest import create_topic
 from tests.sample_events import run_event
+from tests.support.consumers import create_topic
 from tests.support.metrics import sample
 from tests.support.processes import serve_process, wait_until_ready
 

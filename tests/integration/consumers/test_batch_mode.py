@@ -9,7 +9,7 @@ import pytest
 from aiohttp import web
 
 from tests.doubles.target_double import TargetDouble
-from tests.integration.consumers.conftest import (
+from tests.support.consumers import (
     consumer_config,
     encoded,
     metric,

@@ -10,7 +10,8 @@ import pytest
 from proxy.destinations.retry import CircuitState
 from tests.doubles.marquez_double import MarquezDouble
 from tests.faults.figures import report
-from tests.integration.consumers.conftest import (
+from tests.sample_events import run_event
+from tests.support.consumers import (
     assert_in_order_per_run,
     consumer_config,
     create_topic,
@@ -21,7 +22,6 @@ from tests.integration.consumers.conftest import (
     seq,
     sequenced_run_events,
 )
-from tests.sample_events import run_event
 from tests.support.kafka_reader import read_all_produced_so_far
 from tests.support.waiting import wait_for
 

@@ -21,7 +21,8 @@ import yaml
 from proxy.cli import main
 from tests.doubles.marquez_double import MarquezDouble
 from tests.doubles.target_double import TargetDouble
-from tests.integration.consumers.conftest import (
+from tests.sample_events import run_event
+from tests.support.consumers import (
     FAST_RETRY,
     consumer_config,
     create_topic,
@@ -29,7 +30,6 @@ from tests.integration.consumers.conftest import (
     produce,
     running,
 )
-from tests.sample_events import run_event
 from tests.support.kafka_reader import read_all_produced_so_far
 from tests.support.waiting import wait_for
 

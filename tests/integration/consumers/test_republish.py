@@ -7,7 +7,7 @@ import asyncio
 import orjson
 import pytest
 
-from tests.integration.consumers.conftest import (
+from tests.support.consumers import (
     consumer_config,
     encoded,
     metric,

@@ -15,7 +15,7 @@ from proxy.config import ProxyConfig
 from proxy.embedded_broker import EmbeddedBroker
 from tests.doubles.datahub_double import DataHubDouble
 from tests.doubles.marquez_double import MarquezDouble
-from tests.integration.consumers.conftest import (
+from tests.support.consumers import (
     FAST_BREAKER,
     FAST_RETRY,
     TEST_GROUP,

@@ -15,7 +15,7 @@ from consumers.run import running_daemons
 from proxy.config import ProxyConfig
 from tests.certificates import TestCA
 from tests.doubles.marquez_double import MarquezDouble
-from tests.integration.consumers.conftest import TEST_GROUP
+from tests.support.consumers import TEST_GROUP
 from tests.support.ports import free_port
 
 pytestmark = pytest.mark.integration

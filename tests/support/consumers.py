@@ -1,5 +1,6 @@
-"""Helpers for consumer-daemon tests: topics, producing events, running daemons in-process
-or as real ``lineage-proxy consume`` processes."""
+"""What consumer-daemon tests share: topics, producing events, running daemons in-process
+or as real ``lineage-proxy consume`` processes, reading their status and commits. (The
+``topic_with`` fixture is in tests/conftest.py.)"""
 
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ from typing import Any
 
 import aiohttp
 import orjson
-import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -123,15 +123,6 @@ async def running(
     finally:
         stop.set()
         await task
-
-
-@pytest.fixture
-def topic_with(broker, topic) -> Callable[[int], str]:
-    def make(partitions: int) -> str:
-        create_topic(broker.bootstrap_servers, topic, partitions)
-        return topic
-
-    return make
 
 
 def consume_process(config: Path, name: str) -> ServeProcess:

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from tests.doubles.marquez_double import MarquezDouble
-from tests.integration.consumers.conftest import (
+from tests.support.consumers import (
     FAST_RETRY,
     TEST_GROUP,
     committed_offsets,
