@@ -85,7 +85,7 @@ async def test_broker_absent_at_start_events_are_spooled_then_arrive_in_order_wi
         loads = await _post_chains(url, chains)
         spooling_seconds = time.monotonic() - started
         while_down = await _spool_status(url)
-        with EmbeddedBroker(port) as broker:
+        with running_broker(port) as broker:
             drain_seconds = await _drained_within(url, DRAIN_SECONDS)
             acked = [probe["run"]["runId"], *(r for load in loads for r in load.acknowledged)]
             records = await asyncio.to_thread(
@@ -279,7 +279,7 @@ async def test_full_spool_answers_503_and_everything_acknowledged_is_delivered(s
         ):
             retry_after = refused.headers.get("Retry-After")
             refused_status = refused.status
-        with EmbeddedBroker(port) as broker:
+        with running_broker(port) as broker:
             drain_seconds = await _drained_within(url, DRAIN_SECONDS)
             found = await asyncio.to_thread(kafka_run_ids, broker.bootstrap_servers, topic)
     figures = report(

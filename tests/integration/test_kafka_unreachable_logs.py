@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import Producer
 
 from proxy.destinations.kafka_client_logs import kafka_client_config
-from proxy.embedded_broker import EmbeddedBroker
+from tests.support.brokers import running_broker
 from tests.support.ports import free_port
 from tests.support.processes import serve_process
 from tests.support.waiting import wait_until
@@ -77,7 +77,7 @@ def test_a_cluster_that_comes_up_is_reported_reachable_again_once(caplog) -> Non
     poll_until(lambda: len(errors) >= seen + 3, 60)
     assert len(errors) >= seen + 3, errors
     assert [m.split(":")[0] for m in messages()] == ["cannot reach Kafka at 127.0.0.1"]
-    with EmbeddedBroker(port):
+    with running_broker(port):
         # librdkafka's reconnect backoff plus one statistics period, with room to spare.
         poll_until(lambda: len(messages()) >= 2, 60)
     assert len(messages()) == 2

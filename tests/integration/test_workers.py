@@ -23,10 +23,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from proxy.destinations.kafka import KafkaProducer, event_headers
 from proxy.destinations.kafka_spool import spool_directory
 from proxy.destinations.spool import Spool
-from proxy.embedded_broker import EmbeddedBroker
 from proxy.openlineage import event_key
 from tests.faults.figures import report
 from tests.sample_events import rich_run_event, run_event
+from tests.support.brokers import running_broker
 from tests.support.load import archive_run_ids, compare, kafka_run_ids, post_events
 from tests.support.metrics import fetch_metrics
 from tests.support.ports import free_port
@@ -202,7 +202,7 @@ async def test_sigkilled_worker_is_replaced_and_its_spooled_events_reach_kafka(t
             alive=process,
             ignoring=requests.ConnectionError,
         )
-        with EmbeddedBroker(port) as broker:
+        with running_broker(port) as broker:
             KafkaProducer({"bootstrap.servers": broker.bootstrap_servers}).ensure_topics(
                 {topic: (3, 1)}
             )

@@ -15,6 +15,7 @@ from proxy.config import ProxyConfig
 from proxy.embedded_broker import EmbeddedBroker
 from tests.doubles.datahub_double import DataHubDouble
 from tests.doubles.marquez_double import MarquezDouble
+from tests.support.brokers import kill
 from tests.support.consumers import (
     FAST_BREAKER,
     FAST_RETRY,
@@ -145,4 +146,4 @@ async def test_healthz_is_503_while_kafka_is_unreachable_then_200_once_it_is_bac
             status, health = await health_when(session, lambda s, h: s == 200)
             assert health["problems"] == [] and health["assigned"] == [f"{topic}[0]"]
     finally:
-        kafka.stop()
+        kill(kafka)
