@@ -180,10 +180,7 @@ async def test_outage_then_sigkill_mid_stream_commits_only_delivered_and_loses_n
         port = _write_config(config, bootstrap, topic, marquez.url, dedupe)
         first = consume_process(config, "m")
         try:
-            deadline = asyncio.get_running_loop().time() + 30
-            while not await _assigned(port, first):
-                assert asyncio.get_running_loop().time() < deadline, "no assignment"
-                await asyncio.sleep(0.1)
+            await wait_for(lambda: _assigned(port, first), within=90, what="an assignment")
             marquez.hold_after(KILL_AFTER)
             back_at = await _produce_into_outage(marquez, bootstrap, topic, events)
 

@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import requests
 
 from tests.support.paths import ARCHIVE_ROOT, REPO, fresh_spool_directory
 from tests.support.ports import free_port
+from tests.support.waiting import wait_until
 
 __all__ = ["ServeProcess", "serve_process", "wait_until_ready"]
 
@@ -31,22 +31,18 @@ class ServeProcess(subprocess.Popen):
 
 
 def wait_until_ready(
-    url: str, process: subprocess.Popen[str], timeout: float = 30, verify: str | bool = True
+    url: str, process: subprocess.Popen[str], timeout: float = 90, verify: str | bool = True
 ) -> None:
-    """Until ``url``/readyz answers 200 (``verify``: the CA file for an https URL)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        # A plain Popen (a test's own command line) has no log file: its exit code then.
-        assert process.poll() is None, (
-            process.log() if isinstance(process, ServeProcess) else process.returncode
-        )
-        try:
-            if requests.get(f"{url}/readyz", timeout=1, verify=verify).status_code == 200:
-                return
-        except requests.ConnectionError:
-            pass
-        time.sleep(0.1)
-    raise TimeoutError(f"proxy at {url} not ready")
+    """Until ``url``/readyz answers 200 (``verify``: the CA file for an https URL); the
+    process exiting fails the wait at once, with its log. The deadline bounds a hang on a
+    loaded machine (a start under load can take tens of seconds); it is not a check."""
+    wait_until(
+        lambda: requests.get(f"{url}/readyz", timeout=5, verify=verify).status_code == 200,
+        timeout,
+        f"{url}/readyz to answer 200",
+        alive=process,
+        ignoring=requests.RequestException,
+    )
 
 
 def serve_process(
