@@ -5,10 +5,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/venv.sh dev,spark
 # Debian packages some tests drive for real, installed here when missing and we are root:
-# chromium (the status page in a headless browser), zsh and fish (their completion scripts).
+# chromium (the status page in a headless browser), zsh and fish (their completion scripts),
+# strace (the fsync-before-2xx tests record the proxy's system calls).
 # Without them those tests fail and say how to get them.
 missing=()
-for tool in chromium zsh fish; do command -v "$tool" >/dev/null 2>&1 || missing+=("$tool"); done
+for tool in chromium zsh fish strace; do command -v "$tool" >/dev/null 2>&1 || missing+=("$tool"); done
 if [ "${#missing[@]}" -gt 0 ] && [ "$(id -u)" -eq 0 ]; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}") \
     >/dev/null 2>&1 || echo "test.sh: could not install ${missing[*]} (apt-get install ...)" >&2
@@ -22,7 +23,14 @@ fi
 # Apache Kafka's jars for the test clusters (Maven, once; later runs reuse the cache).
 scripts/kafka.sh fetch
 status=0
-.venv/bin/python -m pytest "$@" || status=$?
+# In parallel (pytest-xdist): each worker is a session with its own broker, ports and
+# directories (tests/support/); --dist loadgroup keeps each xdist_group (Spark, dbt) on one
+# worker. Most of the suite waits on brokers and processes, so more workers than cores pay.
+# LINEAGE_PROXY_TEST_WORKERS=0 runs in one process.
+workers="${LINEAGE_PROXY_TEST_WORKERS:-3}"
+xdist=()
+if [ "$workers" != "0" ]; then xdist=(-n "$workers" --dist loadgroup); fi
+.venv/bin/python -m pytest "${xdist[@]}" "$@" || status=$?
 if [ "$status" -eq 5 ]; then
   # pytest's "no tests collected": a suite that ran nothing is broken, not green.
   echo "test.sh: pytest collected no tests" >&2

@@ -1,4 +1,7 @@
-"""Fixtures shared by the whole suite: one real Kafka cluster per session, proxies on loopback."""
+"""Fixtures shared by the whole suite: one real Kafka cluster per session (per
+pytest-xdist worker: each worker is a session of its own, with its own ports and
+directories from tests/support/), proxies on loopback; the xdist groups that keep
+heavy tests together; the fault figures printed at the end, gathered from every worker."""
 
 from __future__ import annotations
 
@@ -12,26 +15,32 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
+from hypothesis.database import DirectoryBasedExampleDatabase
 
 from proxy.app import create_app
-from proxy.config import ProxyConfig, load_config
 from proxy.serve import listener_tls, serving
+from tests.faults.figures import FIGURES_DIRECTORY, recorded
+from tests.support.consumers import create_topic
 from tests.support.kafka_cluster import KafkaCluster
+from tests.support.paths import ARCHIVE_ROOT, SPOOL_ROOT
+from tests.support.proxies import proxy_config
 
-REPO = Path(__file__).resolve().parents[1]
-# The official OpenLineage spec (JSON Schemas and examples), the oracle of the validator
-# tests: next to the repository, or wherever OPENLINEAGE_SPEC_DIR says.
-SPEC_DIR = Path(
-    os.environ.get("OPENLINEAGE_SPEC_DIR") or REPO.parent / "shared" / "openlineage-spec"
+# Tests that share one expensive thing of a worker's session run on one xdist worker
+# (``--dist loadgroup``): a second SparkSession would be a second JVM; dbt builds a
+# project once per module.
+XDIST_GROUPS = {"tests/spark/": "spark", "tests/integration/test_dbt.py": "dbt"}
+
+# Hypothesis searches afresh on every run (no derandomize outside the reproducible fuzz
+# tests) and keeps the failures it found in the temporary directory, where CI's next run
+# on the machine replays them first; a fresh clone's working tree keeps nothing.
+settings.register_profile(
+    "suite",
+    database=DirectoryBasedExampleDatabase(
+        Path(tempfile.gettempdir()) / "lineage-proxy-hypothesis"
+    ),
 )
-# Where proxies started by tests archive events unless a test names its own directory.
-ARCHIVE_ROOT = Path(tempfile.mkdtemp(prefix="lineage-proxy-test-archive-"))
-# Each proxy a test starts spools (Kafka outage) into a directory of its own under this.
-SPOOL_ROOT = Path(tempfile.mkdtemp(prefix="lineage-proxy-test-spool-"))
-
-
-def fresh_spool_directory() -> Path:
-    return Path(tempfile.mkdtemp(dir=SPOOL_ROOT))
+settings.load_profile("suite")
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -62,16 +71,15 @@ def topic() -> str:
     return f"test.{uuid.uuid4().hex[:12]}"
 
 
-def proxy_config(bootstrap: str, topic: str, **sections: dict[str, Any]) -> ProxyConfig:
-    """The default config.yaml, pointed at ``bootstrap``/``topic``, with section overrides."""
-    base = load_config(REPO / "config.yaml", environ={})
-    data = base.model_dump()
-    data["kafka"].update(bootstrap_servers=bootstrap, topic=topic)
-    data["routing"]["archive_root"] = ARCHIVE_ROOT
-    data["kafka"]["spool"]["directory"] = fresh_spool_directory()
-    for section, values in sections.items():
-        data.setdefault(section, {}).update(values)
-    return ProxyConfig.model_validate(data)
+@pytest.fixture
+def topic_with(broker: KafkaCluster, topic: str) -> Callable[[int], str]:
+    """``topic_with(n)``: the test's topic, created with ``n`` partitions."""
+
+    def make(partitions: int) -> str:
+        create_topic(broker.bootstrap_servers, topic, partitions)
+        return topic
+
+    return make
 
 
 ProxyFactory = Callable[..., Any]
@@ -97,14 +105,30 @@ def start_proxy(request: pytest.FixtureRequest, topic: str) -> ProxyFactory:
     return start
 
 
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """Print every fault test's figures (tests/faults/figures.py) at the end of the run."""
-    from tests.faults.figures import RECORDED
+def pytest_configure(config: pytest.Config) -> None:
+    """The controlling process (or the only one) makes the figures directory; xdist
+    workers, started later, inherit its name through the environment."""
+    if not hasattr(config, "workerinput"):
+        os.environ[FIGURES_DIRECTORY] = tempfile.mkdtemp(prefix="lineage-proxy-test-figures-")
 
-    if not RECORDED:
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the tests of each of XDIST_GROUPS with its xdist group."""
+    for item in items:
+        for prefix, group in XDIST_GROUPS.items():
+            if item.nodeid.startswith(prefix):
+                item.add_marker(pytest.mark.xdist_group(group))
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """Print every fault test's figures (tests/faults/figures.py), from every worker."""
+    if hasattr(config, "workerinput"):
         return
-    import json
-
+    directory = Path(os.environ[FIGURES_DIRECTORY])
+    lines = recorded(directory)
+    shutil.rmtree(directory, ignore_errors=True)
+    if not lines:
+        return
     terminalreporter.section("fault figures")
-    for record in RECORDED:
-        terminalreporter.write_line(json.dumps(record, default=str))
+    for line in lines:
+        terminalreporter.write_line(line)

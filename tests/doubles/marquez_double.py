@@ -4,6 +4,9 @@
 - 422 with ``{"errors": [...]}`` when a required field (eventTime, producer, schemaURL,
   run.runId, job.namespace, job.name) is missing or null.
 - 400 for a bad value: an unknown ``eventType`` or a ``runId`` that is not a UUID.
+- A body not sent as ``Content-Type: application/json`` → 415 (its JAX-RS resource
+  consumes JSON only; Dropwizard's ``{"code":415,"message":"HTTP 415 Unsupported Media
+  Type"}``), before the body is read.
 - Malformed JSON → HTTP **500** with body ``{"code":400,"message":"Unable to process JSON"}``.
 - No idempotency: the same event posted twice is stored twice (``.events`` shows it).
 - ``GET /api/v1/events/lineage?limit=N`` → ``{"events": [...]}``, newest first.
@@ -44,6 +47,10 @@ class MarquezDouble(TargetDouble):
         app.router.add_get("/api/v1/events/lineage", self._list_events)
 
     async def answer(self, request: web.Request, body: bytes) -> web.Response:
+        if request.content_type != "application/json":
+            return web.json_response(
+                {"code": 415, "message": "HTTP 415 Unsupported Media Type"}, status=415
+            )
         try:
             event = orjson.loads(body)
         except orjson.JSONDecodeError:

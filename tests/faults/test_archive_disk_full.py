@@ -19,9 +19,9 @@ import orjson
 import pytest
 
 from tests.faults.figures import report
-from tests.faults.load import compare, post_events
 from tests.faults.small_disk import fill, small_tmpfs
 from tests.sample_events import rich_run_event
+from tests.support.load import compare, post_events
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

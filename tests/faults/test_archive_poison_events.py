@@ -24,8 +24,8 @@ from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
 
 from proxy.destinations.archive import finished_files
 from tests.faults.figures import report
-from tests.faults.load import compare, kafka_run_ids, post_events
 from tests.sample_events import rich_run_event
+from tests.support.load import compare, kafka_run_ids, post_events
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

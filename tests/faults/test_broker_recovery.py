@@ -17,8 +17,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from proxy.embedded_broker import EmbeddedBroker
 from tests.faults.figures import report
-from tests.faults.load import LoadResult, compare, kafka_run_ids, post_events
 from tests.sample_events import run_event
+from tests.support.brokers import kill
+from tests.support.load import LoadResult, compare, kafka_run_ids, post_events
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -138,7 +139,7 @@ async def test_broker_replaced_on_same_address_serves_2xx_again_and_loses_nothin
                 kafka_run_ids, second_broker.bootstrap_servers, topic
             )
         finally:
-            second_broker.stop()
+            kill(second_broker)
     first = compare(before.acknowledged, found_first)
     second = compare(after_up, found_second)
     figures = report(

@@ -20,9 +20,9 @@ import pytest
 from aiohttp import ClientSession
 
 from tests.faults.figures import report
-from tests.processes import serve_process, wait_until_ready
 from tests.sample_events import run_event
-from tests.waiting import eventually, wait_for
+from tests.support.processes import serve_process, wait_until_ready
+from tests.support.waiting import eventually, wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -20,7 +20,7 @@ import yaml
 from proxy.embedded_broker import free_port
 from tests.doubles.marquez_double import MarquezDouble
 from tests.faults.figures import report
-from tests.integration.consumers.conftest import (
+from tests.support.consumers import (
     FAST_RETRY,
     TEST_GROUP,
     consume_process,
@@ -31,7 +31,7 @@ from tests.integration.consumers.conftest import (
     seq,
     sequenced_run_events,
 )
-from tests.waiting import wait_for
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

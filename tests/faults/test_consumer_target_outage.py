@@ -22,10 +22,9 @@ import pytest
 import yaml
 
 from consumers.config import BreakerConfig, ConsumerConfig
-from proxy.embedded_broker import free_port
 from tests.doubles.marquez_double import MarquezDouble
 from tests.faults.figures import report
-from tests.integration.consumers.conftest import (
+from tests.support.consumers import (
     TEST_GROUP,
     assert_in_order_per_run,
     committed_offsets,
@@ -41,7 +40,8 @@ from tests.integration.consumers.conftest import (
     sequenced_run_events,
     status_of,
 )
-from tests.waiting import wait_for
+from tests.support.ports import free_port
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -180,10 +180,7 @@ async def test_outage_then_sigkill_mid_stream_commits_only_delivered_and_loses_n
         port = _write_config(config, bootstrap, topic, marquez.url, dedupe)
         first = consume_process(config, "m")
         try:
-            deadline = asyncio.get_running_loop().time() + 30
-            while not await _assigned(port, first):
-                assert asyncio.get_running_loop().time() < deadline, "no assignment"
-                await asyncio.sleep(0.1)
+            await wait_for(lambda: _assigned(port, first), within=90, what="an assignment")
             marquez.hold_after(KILL_AFTER)
             back_at = await _produce_into_outage(marquez, bootstrap, topic, events)
 
@@ -194,8 +191,20 @@ async def test_outage_then_sigkill_mid_stream_commits_only_delivered_and_loses_n
 
             await wait_for(every_unfinished_lane_waits, within=60, what="the hold")
             assert first.poll() is None, first.log()
-            await asyncio.sleep(1.0)  # several commit intervals: the offsets move first
+            # The kill comes once the commits landed: the group's offset is the first
+            # event not stored (the lanes hold, so the stored set no longer moves).
             stored_at_kill = set(_stored(marquez))
+            first_not_stored = min(o for key, o in offset_of.items() if key not in stored_at_kill)
+            await wait_for(
+                lambda: asyncio.to_thread(
+                    lambda: (
+                        committed_offsets(bootstrap, f"group.{topic}", topic, 1)
+                        == [first_not_stored]
+                    )
+                ),
+                within=60,
+                what=f"the commit up to offset {first_not_stored}",
+            )
         finally:
             first.send_signal(signal.SIGKILL)
             await asyncio.to_thread(first.wait)

@@ -27,11 +27,11 @@ import pytest
 from aiohttp import ClientSession, ClientTimeout
 
 from tests.faults.figures import report
-from tests.faults.load import LoadResult, compare, kafka_run_ids, post_events
-from tests.kafka_reader import read_all_produced_so_far
 from tests.sample_events import facet, run_event
 from tests.support.kafka_cluster import KafkaCluster
-from tests.waiting import wait_for
+from tests.support.kafka_reader import read_all_produced_so_far
+from tests.support.load import LoadResult, compare, kafka_run_ids, post_events
+from tests.support.waiting import wait_for
 
 # Cluster starts and broker restarts are minutes of JVM time on a loaded 2-core machine.
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]

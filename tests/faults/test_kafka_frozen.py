@@ -24,10 +24,10 @@ from confluent_kafka import Producer
 from proxy.destinations.kafka_client_logs import cluster_log, kafka_client_config
 from proxy.embedded_broker import EmbeddedBroker
 from tests.faults.figures import report
-from tests.faults.load import compare, kafka_run_ids, post_events
 from tests.integration.test_status_page import chromium, text_of
 from tests.sample_events import run_event
-from tests.waiting import wait_for
+from tests.support.load import compare, kafka_run_ids, post_events
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

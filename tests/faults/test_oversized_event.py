@@ -11,10 +11,10 @@ import pytest
 from aiohttp import ClientSession
 
 from proxy.embedded_broker import free_port
-from tests.conftest import fresh_spool_directory
 from tests.faults.figures import report
-from tests.faults.load import kafka_run_ids
 from tests.sample_events import PRODUCER, run_event
+from tests.support.load import kafka_run_ids
+from tests.support.paths import fresh_spool_directory
 
 pytestmark = pytest.mark.integration
 

@@ -29,12 +29,12 @@ import orjson
 import pytest
 
 from proxy.embedded_broker import EmbeddedBroker, free_port
-from tests.conftest import fresh_spool_directory
 from tests.faults.figures import report
-from tests.faults.load import LoadResult, compare, post_events
 from tests.faults.small_disk import fill, small_tmpfs
-from tests.kafka_reader import read_all_produced_so_far
 from tests.sample_events import run_event
+from tests.support.kafka_reader import read_all_produced_so_far
+from tests.support.load import LoadResult, compare, post_events
+from tests.support.paths import fresh_spool_directory
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import signal
 import time
 from collections import Counter, defaultdict
@@ -19,18 +20,24 @@ import requests
 from aiohttp import ClientSession
 
 from proxy.destinations.kafka import event_headers
-from proxy.embedded_broker import EmbeddedBroker, free_port
+from proxy.embedded_broker import EmbeddedBroker
 from proxy.openlineage import event_key
-from tests.conftest import fresh_spool_directory
 from tests.faults.figures import report
-from tests.faults.load import LoadResult, compare, kafka_run_ids, post_events
-from tests.kafka_reader import read_all_produced_so_far
-from tests.processes import serve_process
 from tests.sample_events import run_event
+from tests.support.brokers import kill, running_broker
+from tests.support.kafka_reader import read_all_produced_so_far
+from tests.support.load import LoadResult, compare, kafka_run_ids, post_events
+from tests.support.metrics import fetch_metrics, sample
+from tests.support.paths import fresh_spool_directory
+from tests.support.ports import free_port
+from tests.support.processes import ServeProcess, serve_process
+from tests.support.waiting import wait_for, wait_until
 
 pytestmark = pytest.mark.integration
 
 DRAIN_SECONDS = 60
+# How many times the spooling proxy is killed mid-load before Kafka comes back.
+KILLS = 3
 
 
 def _spool(**values: Any) -> dict[str, Any]:
@@ -78,7 +85,7 @@ async def test_broker_absent_at_start_events_are_spooled_then_arrive_in_order_wi
         loads = await _post_chains(url, chains)
         spooling_seconds = time.monotonic() - started
         while_down = await _spool_status(url)
-        with EmbeddedBroker(port) as broker:
+        with running_broker(port) as broker:
             drain_seconds = await _drained_within(url, DRAIN_SECONDS)
             acked = [probe["run"]["runId"], *(r for load in loads for r in load.acknowledged)]
             records = await asyncio.to_thread(
@@ -120,7 +127,7 @@ async def test_broker_absent_at_start_events_are_spooled_then_arrive_in_order_wi
 async def test_broker_killed_mid_load_and_replaced_every_event_acknowledged_after_is_found(
     start_proxy, topic
 ):
-    first = EmbeddedBroker().start()
+    first = EmbeddedBroker(port=free_port()).start()
     port = first.port
     try:
         async with start_proxy(bootstrap=first.bootstrap_servers, kafka=_spool()) as url:
@@ -147,9 +154,9 @@ async def test_broker_killed_mid_load_and_replaced_every_event_acknowledged_afte
                 after_kill = [run_id for t, run_id in acked if t > killed_at + 1]
                 found = await asyncio.to_thread(kafka_run_ids, second.bootstrap_servers, topic)
             finally:
-                second.stop()
+                kill(second)
     finally:
-        first.stop()
+        kill(first)
     checked = compare(after_kill, found)
     figures = report(
         "spool_broker_killed_mid_load_and_replaced",
@@ -166,49 +173,99 @@ async def test_broker_killed_mid_load_and_replaced_every_event_acknowledged_afte
     assert figures["lost"] == 0
 
 
-async def test_proxy_killed_while_spooling_sends_the_spool_after_restart(topic):
+@pytest.mark.slow
+async def test_proxy_killed_while_spooling_again_and_again_loses_no_acknowledged_event(topic):
+    """Kafka is down; the proxy spools a load from 32 clients and gets SIGKILL while
+    requests are in flight, after a random number of answers — KILLS times, restarted on
+    the same spool each time. Then Kafka comes up and one more start drains the spool:
+    every event that got a 2xx from any of the killed processes is in Kafka."""
     port = free_port()
     spool_dir = fresh_spool_directory()
     settings = {
         "kafka__topic": topic,
         "kafka__spool__directory": str(spool_dir),
+        # Kafka is known to be down from the first failed attempt: spool at once.
+        "kafka__spool__after_seconds": "0.2",
+        "kafka__create_topics": "false",
         "server__run_consumers": "[]",
     }
-    proxy, url = serve_process(f"127.0.0.1:{port}", **settings)
-    try:
-        _wait_for(lambda: requests.get(f"{url}/healthz", timeout=1).ok, proxy)
-        load = await post_events(url, (run_event() for _ in range(500)))
-        assert proxy.poll() is None, proxy.log()
-        proxy.kill()
-        proxy.wait(10)
-    finally:
-        if proxy.poll() is None:
-            proxy.kill()
-    # A crash mid-write leaves half a record at the tail: cut at restart, not fatal.
-    (segment, *_) = sorted(spool_dir.rglob("segment-*.spool"))
-    with segment.open("ab") as handle:
-        handle.write(b"\x00\x00\x00\x07half a record")
-    with EmbeddedBroker(port) as broker:
+    seed = random.randrange(2**32)
+    points = random.Random(seed)
+    loads: list[LoadResult] = []
+    unanswered_at_kill: list[int] = []
+    cut_tails = 0
+    for _ in range(KILLS):
+        proxy, url = serve_process(f"127.0.0.1:{port}", **settings)
+        try:
+            await asyncio.to_thread(_alive, url, proxy)
+            load = LoadResult()
+            loads.append(load)
+            _, unanswered = await asyncio.gather(
+                post_events(url, (run_event() for _ in range(400)), into=load),
+                _kill_after_answers(proxy, load, points.randrange(10, 300)),
+            )
+            unanswered_at_kill.append(unanswered)
+        finally:
+            if proxy.poll() is None:
+                proxy.kill()
+                proxy.wait(30)
+        cut_tails += "cut off" in proxy.log()
+    with running_broker(port) as broker:
         restarted, url = serve_process(broker.bootstrap_servers, **settings)
         try:
             started = time.monotonic()
-            _wait_for(lambda: _metric(url, "lineage_proxy_spool_events") == 0, restarted, 60)
+            await asyncio.to_thread(
+                wait_until,
+                lambda: sample(fetch_metrics(url), "lineage_proxy_spool_events") == 0,
+                120,
+                "the spool drained",
+                alive=restarted,
+                ignoring=requests.RequestException,
+            )
             drain_seconds = round(time.monotonic() - started, 2)
             found = await asyncio.to_thread(kafka_run_ids, broker.bootstrap_servers, topic)
-            log = restarted.log()
         finally:
-            restarted.terminate()
+            restarted.kill()
             restarted.wait(30)
+    acknowledged = [run_id for load in loads for run_id in load.acknowledged]
     figures = report(
-        "spool_proxy_sigkill_then_restart",
-        sent=load.sent,
-        statuses=dict(load.statuses),
+        "spool_proxy_sigkilled_mid_load_repeatedly",
+        seed=seed,
+        kills=KILLS,
+        sent=sum(len(load.answers) for load in loads),
+        statuses=dict(sum((load.statuses for load in loads), Counter())),
+        unanswered_at_kill=unanswered_at_kill,
+        torn_tails_cut_at_restart=cut_tails,
         seconds_to_drain_after_restart=drain_seconds,
-        **compare(load.acknowledged, found),
+        **compare(acknowledged, found),
     )
-    assert load.statuses == {200: 500}
-    assert figures["lost"] == 0
-    assert "cut off" in log
+    # Killed mid-load each time: some requests unanswered, some acknowledged.
+    assert all(load.acknowledged for load in loads)
+    assert all(n > 0 for n in unanswered_at_kill), unanswered_at_kill
+    assert figures["lost"] == 0, figures
+
+
+async def _kill_after_answers(proxy: ServeProcess, load: LoadResult, answers: int) -> int:
+    """SIGKILL ``proxy`` once ``load`` got ``answers`` 2xx; how many of its requests were
+    still unanswered (in flight or queued) at that moment."""
+    await wait_for(
+        lambda: len(load.acknowledged) >= answers, 120, f"{answers} answers", alive=proxy
+    )
+    unanswered = load.sent - len(load.answers)
+    proxy.kill()
+    await asyncio.to_thread(proxy.wait, 30)
+    return unanswered
+
+
+def _alive(url: str, proxy: ServeProcess) -> None:
+    """Until the proxy answers (/readyz says "not ready" while Kafka is down)."""
+    wait_until(
+        lambda: requests.get(f"{url}/healthz", timeout=5).ok,
+        60,
+        "the proxy to answer",
+        alive=proxy,
+        ignoring=requests.RequestException,
+    )
 
 
 async def test_full_spool_answers_503_and_everything_acknowledged_is_delivered(start_proxy, topic):
@@ -223,7 +280,7 @@ async def test_full_spool_answers_503_and_everything_acknowledged_is_delivered(s
         ):
             retry_after = refused.headers.get("Retry-After")
             refused_status = refused.status
-        with EmbeddedBroker(port) as broker:
+        with running_broker(port) as broker:
             drain_seconds = await _drained_within(url, DRAIN_SECONDS)
             found = await asyncio.to_thread(kafka_run_ids, broker.bootstrap_servers, topic)
     figures = report(
@@ -236,24 +293,3 @@ async def test_full_spool_answers_503_and_everything_acknowledged_is_delivered(s
     assert refused_status == 503 and retry_after is not None
     assert set(load.statuses) == {200, 503} and 20 <= load.statuses[200] <= 60
     assert figures["lost"] == 0 and figures["found"] == figures["acknowledged"]
-
-
-def _metric(url: str, name: str) -> float | None:
-    text = requests.get(f"{url}/metrics", timeout=5).text
-    for line in text.splitlines():
-        if line.startswith(name + "{") or line.startswith(name + " "):
-            return float(line.rsplit(" ", 1)[1])
-    return None
-
-
-def _wait_for(check: Any, process: Any, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert process.poll() is None, process.log()
-        try:
-            if check():
-                return
-        except requests.ConnectionError:
-            pass
-        time.sleep(0.2)
-    raise TimeoutError(f"condition not met within {timeout} s\n{process.log()[-3000:]}")

@@ -25,11 +25,11 @@ from proxy.destinations.spool import Spool
 from proxy.destinations.spool_dirs import record_cluster
 from proxy.embedded_broker import free_port
 from proxy.openlineage import event_key
-from tests.conftest import REPO
 from tests.faults.figures import report
-from tests.faults.load import compare, kafka_run_ids, post_events
 from tests.sample_events import run_event
-from tests.waiting import eventually
+from tests.support.load import compare, kafka_run_ids, post_events
+from tests.support.paths import REPO
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

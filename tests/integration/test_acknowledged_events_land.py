@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tests.faults.figures import report
-from tests.faults.load import compare, kafka_run_ids, post_events
 from tests.sample_events import rich_run_event
+from tests.support.load import compare, kafka_run_ids, post_events
 
 pytestmark = pytest.mark.integration
 

@@ -7,10 +7,11 @@ import pytest
 from aiohttp import ClientSession
 
 from proxy.app import create_app
-from proxy.embedded_broker import free_port
 from proxy.serve import serving
-from tests.conftest import ARCHIVE_ROOT, proxy_config
 from tests.sample_events import run_event
+from tests.support.paths import ARCHIVE_ROOT
+from tests.support.ports import free_port
+from tests.support.proxies import proxy_config
 
 pytestmark = pytest.mark.integration
 

@@ -15,15 +15,15 @@ import pytest
 import requests
 
 from proxy.destinations.archive import finished_files
-from proxy.embedded_broker import free_port
-from tests.conftest import REPO
 from tests.doubles.target_double import TargetDouble
 from tests.faults.figures import report
-from tests.faults.load import compare, kafka_run_ids, post_events
-from tests.kafka_reader import read_all_produced_so_far
-from tests.processes import serve_process, wait_until_ready
 from tests.sample_events import rich_run_event, run_event
-from tests.waiting import wait_for
+from tests.support.kafka_reader import read_all_produced_so_far
+from tests.support.load import compare, kafka_run_ids, post_events
+from tests.support.paths import REPO
+from tests.support.ports import free_port
+from tests.support.processes import serve_process, wait_until_ready
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from tests.processes import serve_process
+from tests.support.processes import serve_process
 
 pytestmark = pytest.mark.integration
 

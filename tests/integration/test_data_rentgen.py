@@ -14,10 +14,10 @@ import orjson
 import pytest
 
 from spark_emitter.run_ids import uuid7
-from tests.conftest import REPO
 from tests.integration.test_lineage_endpoint import post
-from tests.kafka_reader import read_all_produced_so_far
 from tests.sample_events import dataset_event, job_event, rich_run_event
+from tests.support.kafka_reader import read_all_produced_so_far
+from tests.support.paths import REPO
 
 pytestmark = pytest.mark.integration
 

@@ -25,9 +25,9 @@ import orjson
 import pytest
 import yaml
 
-from tests.conftest import REPO
-from tests.faults.load import kafka_run_ids
-from tests.kafka_reader import read_all_produced_so_far
+from tests.support.kafka_reader import read_all_produced_so_far
+from tests.support.load import kafka_run_ids
+from tests.support.paths import REPO
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

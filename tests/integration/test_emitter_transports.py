@@ -11,8 +11,8 @@ import pytest
 
 from spark_emitter.config import spark_transport
 from spark_emitter.delivery import EventSender, open_client
-from tests.kafka_reader import Record, read_all_produced_so_far
 from tests.support.kafka_cluster import KafkaCluster
+from tests.support.kafka_reader import Record, read_all_produced_so_far
 from tests.unit.spark_emitter.test_delivery import lineage_event
 
 pytestmark = pytest.mark.integration

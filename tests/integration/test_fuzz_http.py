@@ -24,10 +24,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.faults.figures import report
-from tests.faults.load import kafka_run_ids
-from tests.kafka_reader import read_topic
-from tests.processes import ServeProcess, serve_process, wait_until_ready
 from tests.sample_events import PRODUCER, facet, rich_run_event, run_event
+from tests.support.kafka_reader import read_topic
+from tests.support.load import kafka_run_ids
+from tests.support.processes import ServeProcess, serve_process, wait_until_ready
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

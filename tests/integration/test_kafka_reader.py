@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Producer
 
-from tests.kafka_reader import read_all_produced_so_far, read_through_markers
+from tests.support.kafka_reader import read_all_produced_so_far, read_through_markers
 
 pytestmark = pytest.mark.integration
 

@@ -11,8 +11,10 @@ import pytest
 from confluent_kafka import Producer
 
 from proxy.destinations.kafka_client_logs import kafka_client_config
-from proxy.embedded_broker import EmbeddedBroker, free_port
-from tests.processes import serve_process
+from tests.support.brokers import running_broker
+from tests.support.ports import free_port
+from tests.support.processes import serve_process
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -25,9 +27,14 @@ def test_proxy_at_a_closed_port_logs_one_json_line_about_kafka_not_a_flood() -> 
     closed = f"127.0.0.1:{free_port()}"
     process, _ = serve_process(closed, logging__json_format="true")
     try:
-        time.sleep(5)
+        # Until the line is there; that no flood follows is proven with a marker by the
+        # next test (a process's reconnect attempts cannot be counted from outside).
+        wait_until(lambda: "cannot reach Kafka" in process.log(), 60, "the line", alive=process)
     finally:
-        process.terminate()
+        # Killed: a clean stop is not under test here, and with Kafka unreachable it
+        # would wait out the producer's flush. Each log line is written whole (stderr is
+        # line-buffered), so what the log holds is what was said.
+        process.kill()
         process.wait(timeout=60)
     lines = process.log().splitlines()
     entries = [orjson.loads(line) for line in lines]  # every line JSON, librdkafka's too
@@ -45,7 +52,15 @@ def test_a_cluster_that_comes_up_is_reported_reachable_again_once(caplog) -> Non
     caplog.set_level(logging.INFO, logger="proxy.destinations.kafka_client_logs")
     port = free_port()
     servers = f"127.0.0.1:{port}"
-    producer = Producer(kafka_client_config({"bootstrap.servers": servers}))
+    errors: list[object] = []  # every error librdkafka reported, after the cluster log saw it
+    # Short reconnect backoff and statistics period: the test is about how many lines,
+    # not about librdkafka's default pace (backoff up to 10 s, statistics every 5 s).
+    settings = {
+        "bootstrap.servers": servers,
+        "reconnect.backoff.max.ms": 500,
+        "statistics.interval.ms": 500,
+    }
+    producer = Producer(kafka_client_config(settings, errors.append))
 
     def messages() -> list[str]:
         return [r.getMessage() for r in caplog.records if servers in r.getMessage()]
@@ -56,9 +71,13 @@ def test_a_cluster_that_comes_up_is_reported_reachable_again_once(caplog) -> Non
             producer.poll(0.1)
 
     poll_until(lambda: len(messages()) >= 1, 20)
-    poll_until(lambda: False, 1.5)  # more failed attempts: no more lines
+    # The marker: three more failed attempts reported to the cluster log after its line,
+    # each of which could have been a line of its own.
+    seen = len(errors)
+    poll_until(lambda: len(errors) >= seen + 3, 60)
+    assert len(errors) >= seen + 3, errors
     assert [m.split(":")[0] for m in messages()] == ["cannot reach Kafka at 127.0.0.1"]
-    with EmbeddedBroker(port):
+    with running_broker(port):
         # librdkafka's reconnect backoff plus one statistics period, with room to spare.
         poll_until(lambda: len(messages()) >= 2, 60)
     assert len(messages()) == 2

@@ -9,10 +9,10 @@ import orjson
 import pytest
 from aiohttp import ClientSession
 
-from tests.faults.load import archive_run_ids, landed_before_a_marker
 from tests.integration.test_misbehaving_clients import metric
-from tests.kafka_reader import read_all_produced_so_far
 from tests.sample_events import dataset_event, job_event, rich_run_event, run_event
+from tests.support.kafka_reader import read_all_produced_so_far
+from tests.support.load import archive_run_ids, landed_before_a_marker
 
 pytestmark = pytest.mark.integration
 

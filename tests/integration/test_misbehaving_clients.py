@@ -16,11 +16,11 @@ from urllib.parse import urlsplit
 import orjson
 import pytest
 from aiohttp import ClientSession
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.faults.figures import report
 from tests.sample_events import run_event
-from tests.waiting import eventually
+from tests.support.metrics import metrics_of, sample
+from tests.support.waiting import eventually, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -29,13 +29,7 @@ POST_HEAD = b"POST /api/v1/lineage HTTP/1.1\r\nHost: proxy\r\nContent-Type: appl
 
 async def metric(url: str, name: str, **labels: str) -> float:
     """The value of one sample of the proxy's /metrics (0 when absent)."""
-    async with ClientSession() as session, session.get(f"{url}/metrics") as resp:
-        text = await resp.text()
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                return float(sample.value)
-    return 0.0
+    return sample(await metrics_of(url), name, **labels) or 0.0
 
 
 async def connect(url: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
@@ -244,7 +238,18 @@ async def test_connections_beyond_the_cap_get_503_until_one_closes(start_proxy):
         writer.close()
         for writer in writers[:5]:
             writer.close()
-        await asyncio.sleep(0.2)
+
+        scrapes_refused = 0
+
+        async def closes_seen() -> bool:  # a scrape is refused (503) while the cap is full
+            nonlocal scrapes_refused
+            async with ClientSession() as session, session.get(f"{url}/metrics") as resp:
+                text = await resp.text()
+            scrapes_refused += resp.status == 503
+            open_now = sample(text, "lineage_proxy_open_connections") if resp.ok else None
+            return open_now is not None and open_now <= cap - 5 + 1  # + the scrape's own
+
+        await wait_for(closes_seen, what="the proxy to see five connections closed")
         status, _ = await timed_post(url)
         refusals = await metric(url, "lineage_proxy_connections_refused_total")
         for writer in writers[5:]:
@@ -252,4 +257,4 @@ async def test_connections_beyond_the_cap_get_503_until_one_closes(start_proxy):
     assert refused.startswith(b"HTTP/1.1 503") and b"Retry-After: 1" in refused
     assert b'"too_many_connections"' in refused
     assert status == 200
-    assert refusals == 1
+    assert refusals == 1 + scrapes_refused

@@ -13,8 +13,8 @@ from jsonschema import Draft202012Validator
 
 from proxy.app import create_app
 from proxy.openapi import openapi_document
-from tests.conftest import proxy_config
 from tests.sample_events import run_event
+from tests.support.proxies import proxy_config
 
 pytestmark = pytest.mark.integration
 

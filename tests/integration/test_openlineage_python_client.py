@@ -12,8 +12,8 @@ from openlineage.client import OpenLineageClient
 from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
 from openlineage.client.facet_v2 import parent_run, sql_job
 
-from tests.faults.load import landed_before_a_marker
-from tests.kafka_reader import read_all_produced_so_far
+from tests.support.kafka_reader import read_all_produced_so_far
+from tests.support.load import landed_before_a_marker
 
 pytestmark = pytest.mark.integration
 

@@ -12,20 +12,12 @@ import pytest
 import requests
 
 from proxy import __version__
-from tests.integration.consumers.conftest import create_topic
-from tests.processes import serve_process, wait_until_ready
 from tests.sample_events import run_event
+from tests.support.consumers import create_topic
+from tests.support.metrics import sample
+from tests.support.processes import serve_process, wait_until_ready
 
 pytestmark = pytest.mark.integration
-
-
-def _metric(text: str, name: str, **labels: str) -> float | None:
-    for line in text.splitlines():
-        if line.startswith((name + "{", name + " ")) and all(
-            f'{k}="{v}"' in line for k, v in labels.items()
-        ):
-            return float(line.rsplit(" ", 1)[1])
-    return None
 
 
 def test_json_logs_carry_context_and_metrics_include_the_in_process_consumer(broker, topic):
@@ -47,17 +39,17 @@ def test_json_logs_carry_context_and_metrics_include_the_in_process_consumer(bro
         deadline = time.monotonic() + 60
         while True:  # the default consumer (archive) delivers the event, reports its lag
             metrics = requests.get(f"{url}/metrics", timeout=10).text
-            delivered = _metric(metrics, "lineage_consumer_delivered_total", consumer="archive")
-            lag = _metric(metrics, "lineage_consumer_lag", consumer="archive", topic=topic)
+            delivered = sample(metrics, "lineage_consumer_delivered_total", consumer="archive")
+            lag = sample(metrics, "lineage_consumer_lag", consumer="archive", topic=topic)
             if (delivered and lag is not None) or time.monotonic() > deadline:
                 break
             time.sleep(0.2)
         assert delivered is not None and delivered >= 1, metrics
         assert lag is not None, metrics
-        assert _metric(metrics, "lineage_consumer_circuit_open", consumer="archive") == 0
-        assert _metric(metrics, "lineage_proxy_build_info", version=__version__) == 1
-        assert _metric(metrics, "lineage_proxy_rules_last_reload_success") == 1
-        assert (_metric(metrics, "lineage_proxy_rules_last_reload_timestamp_seconds") or 0) > 0
+        assert sample(metrics, "lineage_consumer_circuit_open", consumer="archive") == 0
+        assert sample(metrics, "lineage_proxy_build_info", version=__version__) == 1
+        assert sample(metrics, "lineage_proxy_rules_last_reload_success") == 1
+        assert (sample(metrics, "lineage_proxy_rules_last_reload_timestamp_seconds") or 0) > 0
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(30)

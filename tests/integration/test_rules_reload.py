@@ -17,9 +17,10 @@ import pytest
 import requests
 from aiohttp import ClientSession
 
-from tests.kafka_reader import read_all_produced_so_far
-from tests.processes import serve_process, wait_until_ready
 from tests.sample_events import run_event
+from tests.support.kafka_reader import read_all_produced_so_far
+from tests.support.metrics import fetch_metrics, sample
+from tests.support.processes import serve_process, wait_until_ready
 
 pytestmark = pytest.mark.integration
 
@@ -42,11 +43,7 @@ def replace_file(path: Path, text: str) -> None:
 
 
 def reloads(metrics: str, result: str) -> int:
-    prefix = f'lineage_proxy_rules_reloads_total{{result="{result}"}} '
-    for line in metrics.splitlines():
-        if line.startswith(prefix):
-            return int(float(line[len(prefix) :]))
-    return 0
+    return int(sample(metrics, "lineage_proxy_rules_reloads_total", result=result) or 0)
 
 
 async def test_reload_good_then_broken_file_while_traffic_flows(
@@ -136,10 +133,10 @@ def test_sighup_reloads_the_rules_of_a_running_server(broker, tmp_path: Path):
         replace_file(rules, rules_to(second))
         process.send_signal(signal.SIGHUP)
         for _ in range(500):
-            if reloads(requests.get(f"{url}/metrics", timeout=5).text, "success") == 1:
+            if reloads(fetch_metrics(url), "success") == 1:
                 break
             time.sleep(0.02)
-        assert reloads(requests.get(f"{url}/metrics", timeout=5).text, "success") == 1
+        assert reloads(fetch_metrics(url), "success") == 1
         assert requests.post(f"{url}/api/v1/lineage", json=after, timeout=10).ok
     finally:
         process.send_signal(signal.SIGTERM)

@@ -15,8 +15,8 @@ from proxy.destinations.config import producer_settings
 from proxy.destinations.kafka import KafkaProducer
 from proxy.destinations.kafka_spool import KafkaSpool, SpoolMetrics
 from proxy.destinations.spool import DEAD_LETTER_FILE, REFUSED_HEADER, Spool, decode_records
-from tests.kafka_reader import read_all_produced_so_far
-from tests.waiting import eventually
+from tests.support.kafka_reader import read_all_produced_so_far
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

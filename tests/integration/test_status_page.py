@@ -14,9 +14,9 @@ import orjson
 import pytest
 from aiohttp import ClientSession
 
-from tests.conftest import REPO
 from tests.integration.test_lineage_endpoint import post
 from tests.sample_events import run_event
+from tests.support.paths import REPO
 
 pytestmark = pytest.mark.integration
 

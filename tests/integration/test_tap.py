@@ -19,11 +19,11 @@ from proxy.app import METRICS, create_app
 from proxy.serve import serving
 from proxy.tap.client import TapFailed, tap_events
 from proxy.tap.endpoint import TAP
-from tests.conftest import proxy_config
 from tests.faults.figures import report
 from tests.integration.test_lineage_endpoint import post
-from tests.processes import serve_process, wait_until_ready
 from tests.sample_events import run_event
+from tests.support.processes import serve_process, wait_until_ready
+from tests.support.proxies import proxy_config
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,6 @@ import logging
 import os
 import signal
 import ssl
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,9 +23,10 @@ import requests
 from openlineage.client import OpenLineageClient
 
 from tests.certificates import Issued, TestCA, fingerprint_of
-from tests.kafka_reader import read_all_produced_so_far
-from tests.processes import ServeProcess, serve_process, wait_until_ready
 from tests.sample_events import run_event
+from tests.support.kafka_reader import read_all_produced_so_far
+from tests.support.processes import ServeProcess, serve_process, wait_until_ready
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -161,12 +161,9 @@ def log_lines(process: ServeProcess, text: str) -> list[str]:
     return [line for line in process.log().splitlines() if text in line]
 
 
-def wait_for_log(process: ServeProcess, text: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not log_lines(process, text):
-        assert time.monotonic() < deadline, process.log()
-        assert process.poll() is None, process.log()
-        time.sleep(0.05)
+def wait_for_log(process: ServeProcess, text: str, times: int = 1) -> None:
+    """Until ``text`` was logged ``times`` times (the process dying fails the wait)."""
+    wait_until(lambda: len(log_lines(process, text)) >= times, 30, repr(text), alive=process)
 
 
 def _peer_certificate(sock: ssl.SSLSocket) -> bytes:
@@ -209,10 +206,15 @@ def test_sighup_serves_the_new_certificate_to_new_connections_and_keeps_open_one
 def test_a_broken_certificate_on_sighup_keeps_the_old_one_with_one_log_line(broker, ca):
     live, stranger = ca.issue("live"), ca.issue("stranger")
     with tls_process(broker, live, ca) as (process, url):
+        good_key = live.key.read_bytes()
         live.key.write_bytes(stranger.key.read_bytes())  # a key that is not the cert's
         process.send_signal(signal.SIGHUP)
         wait_for_log(process, "TLS reload refused")
-        time.sleep(0.5)  # room for a second line, which must not come
+        # The marker: a good reload after it. Reloads run one after the other, so any
+        # second line the broken one logged would come before the marker's line.
+        live.key.write_bytes(good_key)
+        process.send_signal(signal.SIGHUP)
+        wait_for_log(process, "server.tls reloaded")
         (refused,) = log_lines(process, "TLS reload refused")
         assert f"server.tls.key_file: {live.key}: does not match server.tls.cert_file" in refused
         assert process.poll() is None

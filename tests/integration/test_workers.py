@@ -23,12 +23,15 @@ from prometheus_client.parser import text_string_to_metric_families
 from proxy.destinations.kafka import KafkaProducer, event_headers
 from proxy.destinations.spool import Spool
 from proxy.destinations.spool_dirs import spool_directory
-from proxy.embedded_broker import EmbeddedBroker, free_port
 from proxy.openlineage import event_key
 from tests.faults.figures import report
-from tests.faults.load import archive_run_ids, compare, kafka_run_ids, post_events
-from tests.processes import ServeProcess, serve_process
 from tests.sample_events import rich_run_event, run_event
+from tests.support.brokers import running_broker
+from tests.support.load import archive_run_ids, compare, kafka_run_ids, post_events
+from tests.support.metrics import fetch_metrics
+from tests.support.ports import free_port
+from tests.support.processes import ServeProcess, serve_process
+from tests.support.waiting import wait_for, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -37,7 +40,7 @@ Samples = list[tuple[dict[str, str], float]]
 
 def samples(url: str, name: str) -> Samples:
     """The samples named ``name`` in one scrape of ``url``/metrics."""
-    text = requests.get(f"{url}/metrics", timeout=10).text
+    text = fetch_metrics(url)
     return [
         (sample.labels, sample.value)
         for family in text_string_to_metric_families(text)
@@ -53,6 +56,15 @@ def by_worker(found: Samples, **labels: str) -> dict[str, float]:
             worker = sample_labels["worker"]
             totals[worker] = totals.get(worker, 0.0) + value
     return totals
+
+
+def accepted_events(url: str, at_least: int) -> bool:
+    """Whether the workers together accepted ``at_least`` events so far."""
+    with contextlib.suppress(requests.ConnectionError):
+        return sum(by_worker(samples(url, "lineage_proxy_events_accepted_total")).values()) >= (
+            at_least
+        )
+    return False
 
 
 def worker_pids(url: str) -> dict[str, str]:
@@ -86,20 +98,7 @@ def wait_until_both_listen(url: str, process: ServeProcess) -> None:
             for line in process.log().splitlines()
         )
 
-    wait_for(lambda: listening(0) and listening(1), 60, process)
-
-
-def wait_for(condition, seconds: float, process: ServeProcess) -> None:
-    """Poll ``condition``; a connection reset counts as "not yet" (one can race a worker's
-    death: connections queued at a dying worker's socket are reset by the kernel)."""
-    deadline = time.monotonic() + seconds
-    while True:
-        with contextlib.suppress(requests.ConnectionError):
-            if condition():
-                return
-        assert process.poll() is None, process.log()
-        assert time.monotonic() < deadline, process.log()
-        time.sleep(0.2)
+    wait_until(lambda: listening(0) and listening(1), 60, "both workers", alive=process)
 
 
 @pytest.mark.slow
@@ -118,20 +117,28 @@ async def test_two_workers_share_the_port_report_together_reload_and_drain_on_si
         pids = worker_pids(url)
 
         process.send_signal(signal.SIGHUP)
-        wait_for(
+        wait_until(
             lambda: (
                 by_worker(samples(url, "lineage_proxy_rules_reloads_total"), result="success")
                 == {"0": 1.0, "1": 1.0}
             ),
             30,
-            process,
+            "a reload in each worker",
+            alive=process,
+            ignoring=requests.ConnectionError,
         )
 
         # SIGTERM in the middle of a load: what was acknowledged before must land.
         more = (rich_run_event() for _ in range(3000))
         second_load = asyncio.create_task(post_events(url, more, concurrency=32))
-        await asyncio.sleep(1.0)
-        assert not second_load.done(), "the load ended before SIGTERM: send more"
+        # SIGTERM once the load is surely under way: a sixth of it accepted (a condition,
+        # not a time, so a fast machine cannot finish the load before the signal).
+        await wait_for(
+            lambda: asyncio.to_thread(accepted_events, url, at_least=400 + 500),
+            60,
+            "the second load under way",
+            alive=process,
+        )
         process.send_signal(signal.SIGTERM)
         second = await second_load
         exit_code = await asyncio.to_thread(process.wait, 60)
@@ -188,17 +195,25 @@ async def test_sigkilled_worker_is_replaced_and_its_spooled_events_reach_kafka(t
         spooled = by_worker(samples(url, "lineage_proxy_spool_events"))
         killed_pid = worker_pids(url)["1"]
         os.kill(int(killed_pid), signal.SIGKILL)
-        wait_for(lambda: worker_pids(url).get("1") not in (None, killed_pid), 60, process)
-        with EmbeddedBroker(port) as broker:
+        wait_until(
+            lambda: worker_pids(url).get("1") not in (None, killed_pid),
+            60,
+            "worker 1 replaced",
+            alive=process,
+            ignoring=requests.ConnectionError,
+        )
+        with running_broker(port) as broker:
             KafkaProducer({"bootstrap.servers": broker.bootstrap_servers}).ensure_topics(
                 {topic: (3, 1)}
             )
-            wait_for(
+            wait_until(
                 lambda: (
                     set(by_worker(samples(url, "lineage_proxy_spool_events")).values()) == {0.0}
                 ),
                 60,
-                process,
+                "both spools drained",
+                alive=process,
+                ignoring=requests.ConnectionError,
             )
             found = kafka_run_ids(broker.bootstrap_servers, topic)
             process.send_signal(signal.SIGTERM)

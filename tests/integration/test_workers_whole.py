@@ -15,7 +15,6 @@ import requests
 
 from proxy.tap.client import tap_events
 from tests.faults.figures import report
-from tests.faults.load import post_events
 from tests.integration.test_workers import (
     by_worker,
     samples,
@@ -23,6 +22,7 @@ from tests.integration.test_workers import (
     wait_until_both_listen,
 )
 from tests.sample_events import run_event
+from tests.support.load import post_events
 
 pytestmark = pytest.mark.integration
 

@@ -19,8 +19,8 @@ from proxy.cli import main as cli_main
 from proxy.destinations.archive import ArchiveWriter
 from spark_emitter.archive_jobs.compact import compact
 from spark_emitter.archive_jobs.graph import build_graph
-from tests.conftest import REPO
 from tests.sample_events import dataset_event, facet, run_event
+from tests.support.paths import REPO
 
 pytestmark = pytest.mark.spark
 

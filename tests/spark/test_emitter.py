@@ -18,8 +18,8 @@ from pyspark.sql import functions as F
 from proxy.validation import EventValidator
 from spark_emitter import LineageEmitter
 from spark_emitter.events import normalize_name
-from tests.conftest import REPO
 from tests.spark.conftest import LineageReceiver, column_edges, event_types, settle
+from tests.support.paths import REPO
 
 pytestmark = pytest.mark.spark
 

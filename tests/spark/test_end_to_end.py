@@ -22,11 +22,11 @@ from pyspark.sql import SparkSession
 from proxy.validation import EventValidator
 from spark_emitter.archive_jobs.compact import compact
 from spark_emitter.archive_jobs.graph import build_graph
-from tests.conftest import REPO
 from tests.doubles.marquez_double import MarquezDouble
-from tests.integration.consumers.conftest import consumer_config, running
 from tests.spark.conftest import column_edges, event_types
-from tests.waiting import wait_for
+from tests.support.consumers import consumer_config, running
+from tests.support.paths import REPO
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.spark
 

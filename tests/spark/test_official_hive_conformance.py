@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO
 from tests.spark.conftest import completed, schema_fields, table_symlink
+from tests.support.paths import REPO
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -1,1 +1,10 @@
-"""Code tests share: brokers and clusters, processes, readers, loads."""
+"""What the tests share: paths and per-worker directories (paths.py), ports of this
+worker (ports.py), one sync and one async ``wait_for`` (waiting.py), processes started
+as users start them (processes.py), Apache Kafka clusters (kafka_cluster.py), independent
+Kafka readers (kafka_reader.py), client loads and their comparison with what landed
+(load.py), a metrics scraper (metrics.py), the proxy configuration tests start from
+(proxies.py).
+
+Under pytest-xdist every worker is a process of its own with its own broker, ports and
+directories (workers.py); nothing here is shared between workers but the figures
+directory the controller prints from (tests/faults/figures.py)."""

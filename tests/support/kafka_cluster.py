@@ -33,9 +33,11 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
 
+from tests.support.paths import REPO
+from tests.support.ports import free_port
+
 __all__ = ["KafkaCluster", "KafkaNode", "kafka_classpath"]
 
-REPO = Path(__file__).resolve().parents[2]
 # Small heaps: a test cluster holds little, and three JVMs share a 2-core, shared machine.
 JVM_OPTIONS = [
     "-Xmx256m",
@@ -59,12 +61,6 @@ def kafka_classpath() -> str:
     if done.returncode != 0:
         raise RuntimeError(f"scripts/kafka.sh classpath failed: {done.stderr.strip()}")
     return done.stdout.strip().splitlines()[-1]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _listening(port: int) -> bool:
@@ -127,7 +123,7 @@ class KafkaCluster:
             # the others are brokers only. Default: every node, as in a small production setup.
             self.controllers = brokers if controllers is None else controllers
             self.nodes = [
-                KafkaNode(i, _free_port(), _free_port(), directory / f"node-{i}")
+                KafkaNode(i, free_port(), free_port(), directory / f"node-{i}")
                 for i in range(1, brokers + 1)
             ]
         self.replication_factor = len(self.nodes)

@@ -20,7 +20,7 @@ import yaml
 
 from proxy.config import ProxyConfig, load_config
 from tests.config_paths import CONFIG_INPUTS, config_leaves, used_paths
-from tests.conftest import REPO
+from tests.support.paths import REPO
 
 COMPOSE = REPO / "compose"
 DOCKERFILE = COMPOSE / "Dockerfile"

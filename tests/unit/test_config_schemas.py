@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from proxy.cli import main
 from proxy.config_reference import SCHEMA_FILES, SCHEMAS, config_reference, json_schema
-from tests.conftest import REPO
+from tests.support.paths import REPO
 
 REGENERATE = "stale: regenerate with scripts/config_docs.sh and commit the result"
 CONFIG_FILES = [REPO / "config.yaml", REPO / "compose" / "config.yaml"]

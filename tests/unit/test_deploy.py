@@ -32,7 +32,7 @@ from proxy.destinations.kafka_spool import SpoolMetrics
 from proxy.metrics import ProxyMetrics
 from routing_rules.stats import RoutingStats
 from tests.config_paths import CONFIG_INPUTS, used_paths
-from tests.conftest import REPO
+from tests.support.paths import REPO
 
 DEPLOY = REPO / "deploy"
 CHART = DEPLOY / "helm" / "lineage-proxy"

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO
+from tests.support.paths import REPO
 
 # An HTTP client, a Kafka client, and what the archive writer and asyncio bring in.
 HEAVY = ("aiohttp", "confluent_kafka", "fcntl")

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import tomllib
 
-from tests.conftest import REPO
+from tests.support.paths import REPO
 
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 EXTRAS = PYPROJECT["project"]["optional-dependencies"]

@@ -10,7 +10,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from tests.conftest import REPO
+from tests.support.paths import REPO
 
 RECORDING_PYTHON = """#!/bin/sh
 echo "$*" >> "$(dirname "$0")/../../calls"

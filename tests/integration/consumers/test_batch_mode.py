@@ -9,7 +9,7 @@ import pytest
 from aiohttp import web
 
 from tests.doubles.target_double import TargetDouble
-from tests.integration.consumers.conftest import (
+from tests.support.consumers import (
     consumer_config,
     encoded,
     metric,
@@ -18,8 +18,8 @@ from tests.integration.consumers.conftest import (
     seq,
     sequenced_run_events,
 )
-from tests.kafka_reader import read_topic
-from tests.waiting import wait_for
+from tests.support.kafka_reader import read_topic
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

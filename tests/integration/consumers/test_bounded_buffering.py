@@ -13,9 +13,9 @@ from confluent_kafka import Producer
 
 from proxy.destinations.archive import finished_files
 from tests.faults.figures import report
-from tests.integration.consumers.conftest import consumer_config, running
 from tests.sample_events import run_event
-from tests.waiting import wait_for
+from tests.support.consumers import consumer_config, running
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -10,7 +10,8 @@ import pytest
 from proxy.destinations.retry import CircuitState
 from tests.doubles.marquez_double import MarquezDouble
 from tests.faults.figures import report
-from tests.integration.consumers.conftest import (
+from tests.sample_events import run_event
+from tests.support.consumers import (
     assert_in_order_per_run,
     consumer_config,
     create_topic,
@@ -18,11 +19,11 @@ from tests.integration.consumers.conftest import (
     metric,
     produce,
     running,
+    seq,
     sequenced_run_events,
 )
-from tests.kafka_reader import read_all_produced_so_far
-from tests.sample_events import run_event
-from tests.waiting import wait_for
+from tests.support.kafka_reader import read_all_produced_so_far
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -190,8 +191,15 @@ async def test_rebalance_while_the_target_is_down_hands_waiting_events_over_once
             async with running(broker.bootstrap_servers, config, "b") as second:
                 await marquez.up()
                 await wait_for(lambda: len(marquez.events) >= len(events), what="all events")
-                await asyncio.sleep(0.5)  # a late copy from a cancelled lane would land now
+                # The markers: one more event per run, behind its others in its partition.
+                # Once all are delivered, the partitions were handed over and delivered
+                # to the end; a late copy from a cancelled lane would be counted below.
+                markers = sequenced_run_events(runs=8, per_run=6)[-8:]
+                await asyncio.to_thread(produce, broker.bootstrap_servers, topic, encoded(markers))
+                await wait_for(
+                    lambda: sum(seq(e)[1] == 5 for e in marquez.events) == 8, what="markers"
+                )
         by_run = assert_in_order_per_run(marquez.events)
-    assert len(marquez.events) == len(events)
-    assert {job: len(ns) for job, ns in by_run.items()} == {f"job{r}": 5 for r in range(8)}
+    assert len(marquez.events) == len(events) + len(markers)
+    assert {job: len(ns) for job, ns in by_run.items()} == {f"job{r}": 6 for r in range(8)}
     assert all(metric(d, "dead_lettered", why=w) == 0 for d in (first, second) for w in WHY)

@@ -22,10 +22,10 @@ import yaml
 
 from proxy.cli import main
 from proxy.embedded_broker import free_port
-from tests.conftest import REPO
 from tests.doubles.marquez_double import MarquezDouble
 from tests.doubles.target_double import TargetDouble
-from tests.integration.consumers.conftest import (
+from tests.sample_events import run_event
+from tests.support.consumers import (
     FAST_RETRY,
     consumer_config,
     create_topic,
@@ -33,9 +33,9 @@ from tests.integration.consumers.conftest import (
     produce,
     running,
 )
-from tests.kafka_reader import read_all_produced_so_far
-from tests.sample_events import run_event
-from tests.waiting import wait_for
+from tests.support.kafka_reader import read_all_produced_so_far
+from tests.support.paths import REPO
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -16,10 +16,10 @@ from consumers.config import ConsumerConfig
 from consumers.replay import ReplayFilter, parse_time, replay
 from proxy.config import KafkaConfig, ProxyConfig
 from proxy.destinations.archive import ArchiveWriter
-from tests.conftest import REPO
 from tests.doubles.marquez_double import MarquezDouble
-from tests.kafka_reader import read_topic
 from tests.sample_events import run_event
+from tests.support.kafka_reader import read_topic
+from tests.support.paths import REPO
 
 pytestmark = pytest.mark.integration
 

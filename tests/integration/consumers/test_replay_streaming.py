@@ -16,8 +16,8 @@ import consumers.sorted_day
 from consumers.replay import ReplayFilter, replay
 from proxy.config import ProxyConfig
 from proxy.destinations.archive import ArchiveWriter, finished_files
-from tests.kafka_reader import read_topic
 from tests.sample_events import run_event
+from tests.support.kafka_reader import read_topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

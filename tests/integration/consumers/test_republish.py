@@ -7,7 +7,7 @@ import asyncio
 import orjson
 import pytest
 
-from tests.integration.consumers.conftest import (
+from tests.support.consumers import (
     consumer_config,
     encoded,
     metric,
@@ -15,8 +15,8 @@ from tests.integration.consumers.conftest import (
     running,
     sequenced_run_events,
 )
-from tests.kafka_reader import read_topic
-from tests.waiting import wait_for
+from tests.support.kafka_reader import read_topic
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

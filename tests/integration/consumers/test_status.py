@@ -12,10 +12,11 @@ import pytest
 
 from consumers.run import running_daemons
 from proxy.config import ProxyConfig
-from proxy.embedded_broker import EmbeddedBroker, free_port
+from proxy.embedded_broker import EmbeddedBroker
 from tests.doubles.datahub_double import DataHubDouble
 from tests.doubles.marquez_double import MarquezDouble
-from tests.integration.consumers.conftest import (
+from tests.support.brokers import kill
+from tests.support.consumers import (
     FAST_BREAKER,
     FAST_RETRY,
     TEST_GROUP,
@@ -24,7 +25,9 @@ from tests.integration.consumers.conftest import (
     produce,
     sequenced_run_events,
 )
-from tests.waiting import wait_for
+from tests.support.metrics import total
+from tests.support.ports import free_port
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -34,21 +37,12 @@ async def _get(session: aiohttp.ClientSession, url: str) -> tuple[int, str]:
         return resp.status, await resp.text()
 
 
-def _lag(metrics: str) -> float | None:
-    values = [
-        float(line.rsplit(" ", 1)[1])
-        for line in metrics.splitlines()
-        if line.startswith("lineage_consumer_lag{")
-    ]
-    return sum(values) if values else None
-
-
 async def _metrics_when_lag_is(session: aiohttp.ClientSession, base: str, lag: int) -> str:
     """/metrics once the summed lag gauge shows ``lag`` (watermarks come every ~2 s)."""
     async with asyncio.timeout(20):
         while True:
             _, metrics = await _get(session, base + "/metrics")
-            if _lag(metrics) == lag:
+            if total(metrics, "lineage_consumer_lag") == lag:
                 return metrics
             await asyncio.sleep(0.1)
 
@@ -152,4 +146,4 @@ async def test_healthz_is_503_while_kafka_is_unreachable_then_200_once_it_is_bac
             status, health = await health_when(session, lambda s, h: s == 200)
             assert health["problems"] == [] and health["assigned"] == [f"{topic}[0]"]
     finally:
-        kafka.stop()
+        kill(kafka)

@@ -13,10 +13,10 @@ import pytest
 
 from consumers.run import running_daemons
 from proxy.config import ProxyConfig
-from proxy.embedded_broker import free_port
 from tests.certificates import TestCA
 from tests.doubles.marquez_double import MarquezDouble
-from tests.integration.consumers.conftest import TEST_GROUP
+from tests.support.consumers import TEST_GROUP
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.integration
 

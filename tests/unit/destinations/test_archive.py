@@ -28,9 +28,9 @@ from proxy.destinations.archive import (
     finished_files,
 )
 from proxy.destinations.archive_layout import MAX_PARTITION_VALUE_BYTES, event_date
-from tests.conftest import REPO
 from tests.faults.small_disk import fill, limit_file_size, small_tmpfs
 from tests.sample_events import dataset_event, run_event
+from tests.support.paths import REPO
 
 
 def payload(event: dict[str, Any]) -> bytes:

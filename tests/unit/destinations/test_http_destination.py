@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 
+import aiohttp
 import orjson
 import pytest
 
@@ -36,6 +37,18 @@ async def test_marquez_accepts_with_201_and_stores():
             assert marquez.events == [event] and marquez.answers == [201]
         finally:
             await dest.close()
+
+
+async def test_marquez_double_refuses_a_body_not_sent_as_json():
+    """What makes every Marquez test above also check our Content-Type."""
+    async with MarquezDouble() as marquez, aiohttp.ClientSession() as session:
+        body = orjson.dumps(run_event())
+        for headers in ({"Content-Type": "text/plain"}, {}):
+            async with session.post(marquez.url + marquez.path, data=body, headers=headers) as r:
+                assert r.status == 415, headers
+        async with session.post(marquez.url + marquez.path, json=run_event()) as r:
+            assert r.status == 201
+    assert marquez.answers == [415, 415, 201]
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from proxy.destinations.kafka_client_logs import ClusterLog, failure_reason, kafka_client_config
-from tests.conftest import REPO
+from tests.support.paths import REPO
 
 REFUSED = (
     "[thrd:127.0.0.1:1/bootstrap]: 127.0.0.1:1/bootstrap: Connect to ipv4#127.0.0.1:1 "

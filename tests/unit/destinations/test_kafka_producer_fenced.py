@@ -16,7 +16,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from proxy.destinations.kafka import KafkaProducer
 from proxy.embedded_broker import free_port
-from tests.waiting import wait_for
+from tests.support.waiting import wait_for
 
 
 class FencedOnPollDouble:

@@ -13,7 +13,7 @@ from consumers.daemon import ConsumerDaemon
 from consumers.dlq_tools import reader_settings
 from consumers.kafka_source import consumer_settings
 from proxy.destinations.config import KafkaConfig, producer_settings
-from tests.conftest import REPO
+from tests.support.paths import REPO
 
 SECURITY: dict[str, str | int | float | bool] = {
     "security.protocol": "SASL_SSL",

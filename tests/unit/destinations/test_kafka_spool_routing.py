@@ -18,7 +18,7 @@ from proxy.destinations.kafka import KafkaDestination
 from proxy.destinations.kafka_spool import KafkaSpool
 from proxy.destinations.spool import Spool
 from tests.sample_events import run_event
-from tests.waiting import wait_for
+from tests.support.waiting import wait_for
 
 
 class ProducerDouble:

@@ -18,7 +18,7 @@ import pytest
 
 from proxy.destinations.spool import Spool, SpooledRecord, SpoolFull, SpoolStalled, decode_records
 from tests.faults.small_disk import fill, small_tmpfs
-from tests.waiting import wait_for
+from tests.support.waiting import wait_for
 
 
 def _on_disk(directory: Path) -> list[SpooledRecord]:

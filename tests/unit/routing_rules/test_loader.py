@@ -9,7 +9,7 @@ import pytest
 
 from proxy.yaml_source import ConfigError
 from routing_rules.loader import BUILTIN_RULES, load_rules_file
-from tests.conftest import REPO
+from tests.support.paths import REPO
 
 # Rules files; ``*.cases.yaml`` beside them are their unit tests (test_examples.py).
 EXAMPLES = sorted(

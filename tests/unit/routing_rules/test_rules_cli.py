@@ -10,8 +10,8 @@ import pytest
 from proxy.cli import main
 from proxy.destinations.kafka_keys import key_function
 from routing_rules.transforms import REDACTED
-from tests.conftest import REPO
 from tests.sample_events import rich_run_event, run_event
+from tests.support.paths import REPO
 
 EXAMPLES = REPO / "routing_rules" / "examples"
 

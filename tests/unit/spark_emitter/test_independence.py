@@ -12,7 +12,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from tests.conftest import REPO
+from tests.support.paths import REPO
 
 # Imports every spark_emitter module with the project's other packages and the proxy's
 # third-party dependencies made unimportable; prints what it imported.

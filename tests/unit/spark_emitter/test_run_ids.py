@@ -11,7 +11,7 @@ import yaml
 
 from proxy.validation.formats import UUID_PATTERN
 from spark_emitter.run_ids import uuid7
-from tests.conftest import REPO
+from tests.support.paths import REPO
 
 
 def test_uuid7_has_version_7_the_rfc_variant_and_the_given_time():

@@ -10,7 +10,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from proxy.validation import EventValidator
-from tests.conftest import SPEC_DIR
+from tests.support.paths import SPEC_DIR
 from tests.unit.validation.spec_oracle import Oracle, oracle_missing, valid_run_event
 
 

@@ -341,7 +341,15 @@ def test_deeply_nested_schema_fields_do_not_raise(validator: EventValidator) -> 
     event["inputs"][0]["facets"]["schema"] = _facet(
         f"{SPEC}/facets/1-2-0/SchemaDatasetFacet.json", fields=[field]
     )
-    validator.validate(event)  # valid or "nested too deeply", but no exception
+    issues = validator.validate(event)  # no exception, and one issue saying why
+    assert [i.message for i in issues] == ["nested too deeply"]
+    assert issues[0].pointer.startswith("/inputs/0/facets/schema/fields/0/fields/0")
+    # A shallow copy of the same shape is valid: depth alone is what was refused.
+    shallow: dict[str, Any] = {"name": "leaf"}
+    for depth in range(20):
+        shallow = {"name": f"f{depth}", "fields": [shallow]}
+    event["inputs"][0]["facets"]["schema"]["fields"] = [shallow]
+    assert validator.validate(event) == []
 
 
 def test_a_facet_found_valid_before_does_not_let_a_changed_copy_through() -> None:

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import REPO
+from tests.support.paths import REPO
 
 # One oracle test of each shape: a fixture-driven one and the per-example parametrized one.
 ORACLE_TESTS = [

@@ -17,7 +17,7 @@ from spark_emitter.events import (
 )
 from spark_emitter.execution import ExecutionFacts, WriteFacts
 from spark_emitter.run_ids import uuid7
-from tests.conftest import REPO
+from tests.support.paths import REPO
 
 # Where our own facets' schemas live, as named in their _schemaURL.
 OWN_URL = re.compile(r"https://github\.com/lineage-proxy/lineage-proxy/blob/main/([^#]+)#.*")

@@ -10,7 +10,7 @@ import pytest
 
 from proxy.validation import EventValidator
 from proxy.validation.facets import Container
-from tests.conftest import SPEC_DIR
+from tests.support.paths import SPEC_DIR
 from tests.unit.validation.spec_oracle import Oracle, facet_map_of, valid_run_event
 
 

@@ -9,13 +9,14 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import requests
 
-from proxy.embedded_broker import free_port
-from tests.conftest import ARCHIVE_ROOT, REPO, fresh_spool_directory
+from tests.support.paths import ARCHIVE_ROOT, REPO, fresh_spool_directory
+from tests.support.ports import free_port
+from tests.support.waiting import wait_until
 
 __all__ = ["ServeProcess", "serve_process", "wait_until_ready"]
 
@@ -30,30 +31,31 @@ class ServeProcess(subprocess.Popen):
 
 
 def wait_until_ready(
-    url: str, process: subprocess.Popen[str], timeout: float = 30, verify: str | bool = True
+    url: str, process: subprocess.Popen[str], timeout: float = 90, verify: str | bool = True
 ) -> None:
-    """Until ``url``/readyz answers 200 (``verify``: the CA file for an https URL)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        # A plain Popen (a test's own command line) has no log file: its exit code then.
-        assert process.poll() is None, (
-            process.log() if isinstance(process, ServeProcess) else process.returncode
-        )
-        try:
-            if requests.get(f"{url}/readyz", timeout=1, verify=verify).status_code == 200:
-                return
-        except requests.ConnectionError:
-            pass
-        time.sleep(0.1)
-    raise TimeoutError(f"proxy at {url} not ready")
+    """Until ``url``/readyz answers 200 (``verify``: the CA file for an https URL); the
+    process exiting fails the wait at once, with its log. The deadline bounds a hang on a
+    loaded machine (a start under load can take tens of seconds); it is not a check."""
+    wait_until(
+        lambda: requests.get(f"{url}/readyz", timeout=5, verify=verify).status_code == 200,
+        timeout,
+        f"{url}/readyz to answer 200",
+        alive=process,
+        ignoring=requests.RequestException,
+    )
 
 
 def serve_process(
-    broker_address: str, *args: str, port: int | None = None, **settings: str
+    broker_address: str,
+    *args: str,
+    port: int | None = None,
+    under: Sequence[str] = (),
+    **settings: str,
 ) -> tuple[ServeProcess, str]:
     """``lineage-proxy serve --config config.yaml`` on a free port (or ``port``), with
     ``settings`` as ``LINEAGE_PROXY__*`` overrides (``kafka__topic="x"``) and extra CLI
-    ``args``; returns the process and its URL (https when ``server__tls__*`` is set)."""
+    ``args``; returns the process and its URL (https when ``server__tls__*`` is set).
+    ``under`` is a command the proxy runs under (``strace … --``)."""
     port = port or free_port()
     env = {
         **os.environ,
@@ -71,7 +73,7 @@ def serve_process(
     fd, log_name = tempfile.mkstemp(prefix="lineage-proxy-serve-", suffix=".log")
     try:
         process = ServeProcess(
-            [sys.executable, "-m", "proxy", "serve", "--config", "config.yaml", *args],
+            [*under, sys.executable, "-m", "proxy", "serve", "--config", "config.yaml", *args],
             cwd=REPO,
             env=env,
             stderr=fd,

@@ -16,8 +16,8 @@ from typing import Any
 import orjson
 from aiohttp import ClientError, ClientSession, ClientTimeout, TCPConnector
 
-from tests.kafka_reader import Record, read_all_produced_so_far, read_through_markers
 from tests.sample_events import run_event
+from tests.support.kafka_reader import Record, read_all_produced_so_far, read_through_markers
 
 __all__ = [
     "LoadResult",
@@ -60,14 +60,17 @@ async def post_events(
     request_timeout: float = 15.0,
     path: str = "/api/v1/lineage",
     pause_seconds: float = 0.0,
+    into: LoadResult | None = None,
 ) -> LoadResult:
     """POST each event once from ``concurrency`` clients; a connection error or timeout
     is recorded as a status string, never raised. ``pause_seconds`` spaces each client's
-    requests, to stretch a load over a fault."""
+    requests, to stretch a load over a fault; ``into`` is filled as answers come, for a
+    test that acts on the load's progress (a kill after the n-th answer)."""
     queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     for event in events:
         queue.put_nowait(event)
-    result = LoadResult(sent=queue.qsize())
+    result = into if into is not None else LoadResult()
+    result.sent = queue.qsize()
 
     async def client(session: ClientSession) -> None:
         while not queue.empty():

@@ -12,9 +12,9 @@ import pytest
 from aiohttp import ClientError, ClientSession
 
 from tests.faults.figures import report
-from tests.faults.load import archive_run_ids, compare, kafka_run_ids, post_events
-from tests.processes import serve_process, wait_until_ready
 from tests.sample_events import rich_run_event
+from tests.support.load import archive_run_ids, compare, kafka_run_ids, post_events
+from tests.support.processes import serve_process, wait_until_ready
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

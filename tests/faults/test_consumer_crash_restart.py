@@ -18,9 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from proxy.embedded_broker import free_port
 from tests.doubles.marquez_double import MarquezDouble
-from tests.integration.consumers.conftest import (
+from tests.support.consumers import (
     FAST_RETRY,
     TEST_GROUP,
     committed_offsets,
@@ -31,7 +30,8 @@ from tests.integration.consumers.conftest import (
     produce,
     sequenced_run_events,
 )
-from tests.waiting import wait_for
+from tests.support.ports import free_port
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -1,5 +1,6 @@
-"""Helpers for consumer-daemon tests: topics, producing events, running daemons in-process
-or as real ``lineage-proxy consume`` processes."""
+"""What consumer-daemon tests share: topics, producing events, running daemons in-process
+or as real ``lineage-proxy consume`` processes, reading their status and commits. (The
+``topic_with`` fixture is in tests/conftest.py.)"""
 
 from __future__ import annotations
 
@@ -17,17 +18,17 @@ from typing import Any
 
 import aiohttp
 import orjson
-import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from consumers.config import ConsumerConfig
 from consumers.daemon import ConsumerDaemon
-from tests.conftest import REPO
-from tests.faults.load import kafka_run_ids
-from tests.processes import ServeProcess
 from tests.sample_events import facet, run_event
-from tests.waiting import wait_for
+from tests.support.load import kafka_run_ids
+from tests.support.metrics import sample
+from tests.support.paths import REPO
+from tests.support.processes import ServeProcess
+from tests.support.waiting import wait_for
 
 # Short group timeouts: a join takes ~3 s on the test broker instead of ~23 s.
 TEST_GROUP = {"session_timeout_ms": 3000, "heartbeat_interval_ms": 300}
@@ -124,15 +125,6 @@ async def running(
         await task
 
 
-@pytest.fixture
-def topic_with(broker, topic) -> Callable[[int], str]:
-    def make(partitions: int) -> str:
-        create_topic(broker.bootstrap_servers, topic, partitions)
-        return topic
-
-    return make
-
-
 def consume_process(config: Path, name: str) -> ServeProcess:
     """``lineage-proxy consume NAME --config CONFIG`` as a real process (stderr in a file,
     never a pipe nobody reads: a daemon logging its retries would block on it)."""
@@ -163,10 +155,9 @@ async def status_of(port: int, path: str) -> tuple[int, str]:
 async def metric_of(port: int, name: str) -> float:
     """A counter from a daemon's /metrics, e.g. ``duplicates_skipped``."""
     _, text = await status_of(port, "/metrics")
-    for line in text.splitlines():
-        if line.startswith(f"lineage_consumer_{name}_total"):
-            return float(line.split()[-1])
-    raise AssertionError(f"no {name} metric")
+    value = sample(text, f"lineage_consumer_{name}_total")
+    assert value is not None, f"no {name} metric"
+    return value
 
 
 def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> list[int]:
