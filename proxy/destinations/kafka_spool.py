@@ -204,6 +204,11 @@ class SpoolMetrics(Collector):
         size = GaugeMetricFamily(
             "lineage_proxy_spool_bytes", "Bytes the spool holds on disk.", labels=["spool"]
         )
+        limit = GaugeMetricFamily(
+            "lineage_proxy_spool_max_bytes",
+            "Bytes the spool may hold (kafka.spool.max_bytes); at it, events are refused.",
+            labels=["spool"],
+        )
         age = GaugeMetricFamily(
             "lineage_proxy_spool_oldest_age_seconds",
             "Age of the oldest event not yet confirmed by Kafka.",
@@ -223,7 +228,8 @@ class SpoolMetrics(Collector):
             label = [str(kafka_spool.spool.directory)]
             events.add_metric(label, kafka_spool.spool.events)
             size.add_metric(label, kafka_spool.spool.bytes)
+            limit.add_metric(label, kafka_spool.spool.max_bytes)
             age.add_metric(label, kafka_spool.spool.oldest_age)
             spooled.add_metric(label, kafka_spool.spooled_total)
             drained.add_metric(label, kafka_spool.drained_total)
-        yield from (events, size, age, spooled, drained)
+        yield from (events, size, limit, age, spooled, drained)
