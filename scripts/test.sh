@@ -13,6 +13,8 @@ if [ "${#missing[@]}" -gt 0 ] && [ "$(id -u)" -eq 0 ]; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}") \
     >/dev/null 2>&1 || echo "test.sh: could not install ${missing[*]} (apt-get install ...)" >&2
 fi
+# helm, kubeconform and promtool for the deploy/ tests, built once into the cache.
+scripts/deploy_tools.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 # Types ([tool.mypy] in pyproject.toml); a warm cache makes this about a second.
