@@ -11,6 +11,7 @@ volumes, and the chart follows the usual conventions (see docs/deploy.md).
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -578,24 +579,38 @@ def test_helm_test_asks_the_proxy_service_for_readyz(rendered: dict[str, str]):
 
 
 def test_notes_say_where_to_send_events_and_warn_without_persistence(tmp_path: Path):
+    """NOTES.txt as `helm install` prints it: `helm template` leaves it out and `helm
+    install --dry-run` needs a cluster, so a copy of the chart gets one more template
+    that includes it."""
+    chart = tmp_path / "chart"
+    shutil.copytree(CHART, chart, symlinks=False)
+    (chart / "templates" / "notes-render.yaml").write_text(
+        'notes: {{ include "lineage-proxy/templates/NOTES.txt" . | toJson }}\n'
+    )
+
     def notes(values: dict[str, Any]) -> str:
         done = run_tool(
             "helm",
-            "install",
+            "template",
             RELEASE,
-            CHART,
-            "--dry-run=client",
+            chart,
             "--namespace",
             NAMESPACE,
             "--values",
             _values_file(tmp_path, values),
+            "--show-only",
+            "templates/notes-render.yaml",
         )
-        return done.stdout.split("NOTES:", 1)[1]
+        text: str = yaml.safe_load(done.stdout)["notes"]
+        return text
 
     default = notes({})
-    assert f"http://{FULLNAME}.{NAMESPACE}.svc:80/api/v1/lineage" in default
+    assert f"OPENLINEAGE_URL=http://{FULLNAME}.{NAMESPACE}.svc:80" in default
+    assert f"helm test {RELEASE}" in default
     assert "WARNING" not in default
-    assert "LOST" in notes({"persistence": {"enabled": False}})
+    assert "are LOST when a pod is rescheduled" in notes({"persistence": {"enabled": False}})
+    ingress = notes(VALUE_SETS["everything"])
+    assert "https://lineage.example.com/api/v1/lineage" in ingress
 
 
 def test_tls_variables_load_as_server_tls_with_files_on_the_secrets_mount(
