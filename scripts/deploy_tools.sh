@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Build the tools the deploy/ tests drive for real — helm (lint, template), kubeconform
-# (Kubernetes schema validation) and promtool (check and unit-test the alert rules) —
-# from the Go module proxy into ${LINEAGE_PROXY_CACHE:-$HOME/.cache/lineage-proxy}/bin.
+# Build the tools the deploy/ tests drive for real — helm (lint, template) and kubeconform
+# (Kubernetes schema validation) — from the Go module proxy into
+# ${LINEAGE_PROXY_CACHE:-$HOME/.cache/lineage-proxy}/bin. (promtool, which checks and
+# unit-tests the alert rules, comes from Debian's prometheus package: scripts/test.sh
+# installs it; building it from Go takes the better part of an hour on 2 cores.)
 # A tool already built at the pinned version is kept: a second run builds nothing.
 # The Kubernetes JSON schemas kubeconform validates against come from the PyPI package
 # kubernetes-validate (the dev extra), not from the network at test time.
@@ -12,8 +14,6 @@ mkdir -p "$bin"
 tools=(
   "helm helm.sh/helm/v3/cmd/helm@v3.19.0"
   "kubeconform github.com/yannh/kubeconform/cmd/kubeconform@v0.7.0"
-  # Prometheus v3.7.3 (its Go module versions are v0.3xx.y).
-  "promtool github.com/prometheus/prometheus/cmd/promtool@v0.307.3"
 )
 for entry in "${tools[@]}"; do
   read -r name package <<<"$entry"
@@ -23,8 +23,8 @@ for entry in "${tools[@]}"; do
     continue
   fi
   echo "deploy_tools.sh: building $name ($version) into $bin" >&2
-  # Built inside a throwaway module: `go install pkg@version` refuses modules whose
-  # go.mod has exclude directives (Prometheus' has), a module of our own does not.
+  # Built inside a throwaway module (`go install pkg@version` refuses modules whose
+  # go.mod has replace or exclude directives; a module of our own does not).
   work="$cache/build/$name"
   rm -rf "$work" && mkdir -p "$work"
   (

@@ -1,9 +1,10 @@
 """The real tools the deploy/ tests drive — helm, kubeconform, promtool — and the schemas
 kubeconform checks against, all offline.
 
-scripts/deploy_tools.sh builds the binaries from the Go module proxy into the cache
-(``${LINEAGE_PROXY_CACHE:-~/.cache/lineage-proxy}/bin``; scripts/test.sh runs it) and
-copies the prometheus-operator CRDs there. The Kubernetes JSON schemas come from the
+scripts/deploy_tools.sh builds helm and kubeconform from the Go module proxy into the
+cache (``${LINEAGE_PROXY_CACHE:-~/.cache/lineage-proxy}/bin``; scripts/test.sh runs it)
+and copies the prometheus-operator CRDs there; promtool is Debian's (package
+prometheus, which scripts/test.sh installs). The Kubernetes JSON schemas come from the
 ``kubernetes-validate`` wheel (dev extra); its files carry ``$id``s on kubernetes.io and
 absolute ``$ref``s, which a file-based validator would try to fetch, so
 :func:`kubernetes_schemas` writes a copy whose references stay in its folder, plus the
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,12 @@ _CRDS = CACHE / "crds" / "prometheus-operator"
 
 
 def tool(name: str) -> Path:
-    """The cached binary ``name``; fails (never skips) with how to get it."""
+    """The binary ``name``: promtool from PATH (Debian's prometheus package), the others
+    from the cache; fails (never skips) with how to get it."""
+    if name == "promtool":
+        found = shutil.which(name)
+        assert found, "promtool is missing: apt-get install prometheus (scripts/test.sh does)"
+        return Path(found)
     path = CACHE / "bin" / name
     assert path.is_file(), f"{path} is missing: run scripts/deploy_tools.sh (needs go)"
     return path
