@@ -36,7 +36,7 @@ from proxy.lineage_endpoints import (
     post_event,
 )
 from proxy.live_rules import LiveRules
-from proxy.metrics import ProxyMetrics
+from proxy.metrics import KafkaReachability, ProxyMetrics
 from proxy.openapi import endpoint_of, serve_openapi
 from proxy.pipeline import BestEffortQueue, EventPipeline
 from proxy.readiness import destination_health, overall_status
@@ -180,6 +180,7 @@ async def _destinations_lifecycle(app: web.Application) -> AsyncIterator[None]:
     stats = RoutingStats()
     app[METRICS].registry.register(stats)
     app[METRICS].registry.register(SpoolMetrics(lambda: resources.spools))
+    app[METRICS].registry.register(KafkaReachability(lambda: resources.producers))
     rules = LiveRules(routing.rules or BUILTIN_RULES, resources, stats)
     try:
         router = await rules.start()

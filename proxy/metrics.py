@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import functools
 import platform
+from collections.abc import Callable, Iterable, Iterator
+from typing import Protocol
 
 import aiohttp
 import confluent_kafka
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from proxy import __version__
 
-__all__ = ["ProxyMetrics"]
+__all__ = ["KafkaReachability", "ProxyMetrics"]
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 
@@ -122,3 +126,34 @@ class ProxyMetrics:
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class _Producer(Protocol):
+    settings: dict[str, object]
+
+    @property
+    def delivering(self) -> bool: ...
+
+
+class KafkaReachability(Collector):
+    """``lineage_proxy_kafka_reachable{cluster}``: 1 while the producer of that cluster is
+    delivering, 0 while it is known not to (what the producer itself tracks), read on
+    scrape — so an alert can say "Kafka unreachable" rather than infer it from spooling."""
+
+    def __init__(self, producers: Callable[[], Iterable[_Producer]]) -> None:
+        self._producers = producers
+
+    def collect(self) -> Iterator[Metric]:
+        reachable = GaugeMetricFamily(
+            "lineage_proxy_kafka_reachable",
+            "1 while the Kafka cluster confirms deliveries, 0 while it is known not to.",
+            labels=["cluster"],
+        )
+        clusters: dict[str, bool] = {}
+        for producer in self._producers():
+            cluster = str(producer.settings.get("bootstrap.servers", ""))
+            # Several producers (settings) per cluster: reachable if any of them delivers.
+            clusters[cluster] = clusters.get(cluster, False) or producer.delivering
+        for cluster, up in clusters.items():
+            reachable.add_metric([cluster], 1.0 if up else 0.0)
+        yield reachable

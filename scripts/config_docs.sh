@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Regenerate what is generated from the config models: the JSON Schemas of config.yaml
-# and of rules files (schemas/) and the configuration reference (docs/configuration.md).
+# and of rules files (schemas/), the configuration reference (docs/configuration.md) and
+# the Helm chart's values.schema.json (its config: is the config schema).
 # The tests fail when the committed copies are stale; run this after changing a model.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,3 +10,4 @@ mkdir -p schemas docs
 .venv/bin/lineage-proxy schema config > schemas/config.schema.json
 .venv/bin/lineage-proxy schema rules > schemas/rules.schema.json
 .venv/bin/lineage-proxy config-reference > docs/configuration.md
+.venv/bin/python scripts/chart_schema.py > deploy/helm/lineage-proxy/values.schema.json

@@ -6,14 +6,18 @@ cd "$(dirname "$0")/.."
 scripts/venv.sh dev,spark
 # Debian packages some tests drive for real, installed here when missing and we are root:
 # chromium (the status page in a headless browser), zsh and fish (their completion scripts),
-# strace (the fsync-before-2xx tests record the proxy's system calls).
+# strace (the fsync-before-2xx tests record the proxy's system calls), promtool (package
+# prometheus: checks and unit-tests deploy/prometheus's alert rules).
 # Without them those tests fail and say how to get them.
 missing=()
 for tool in chromium zsh fish strace; do command -v "$tool" >/dev/null 2>&1 || missing+=("$tool"); done
+command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 if [ "${#missing[@]}" -gt 0 ] && [ "$(id -u)" -eq 0 ]; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}") \
     >/dev/null 2>&1 || echo "test.sh: could not install ${missing[*]} (apt-get install ...)" >&2
 fi
+# helm and kubeconform for the deploy/ tests, built once into the cache.
+scripts/deploy_tools.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 # Types ([tool.mypy] in pyproject.toml); a warm cache makes this about a second.

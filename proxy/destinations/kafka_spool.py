@@ -310,6 +310,11 @@ class SpoolMetrics(Collector):
         size = GaugeMetricFamily(
             "lineage_proxy_spool_bytes", "Bytes the spool holds on disk.", labels=["spool"]
         )
+        limit = GaugeMetricFamily(
+            "lineage_proxy_spool_max_bytes",
+            "Bytes the spool may hold (kafka.spool.max_bytes); at it, events are refused.",
+            labels=["spool"],
+        )
         age = GaugeMetricFamily(
             "lineage_proxy_spool_oldest_age_seconds",
             "Age of the oldest event not yet confirmed by Kafka.",
@@ -345,10 +350,11 @@ class SpoolMetrics(Collector):
             label = [kafka_spool.label]
             events.add_metric(label, kafka_spool.spool.events)
             size.add_metric(label, kafka_spool.spool.bytes)
+            limit.add_metric(label, kafka_spool.spool.max_bytes)
             age.add_metric(label, kafka_spool.spool.oldest_age)
             spooled.add_metric(label, kafka_spool.spooled_total)
             drained.add_metric(label, kafka_spool.drained_total)
             dead.add_metric(label, kafka_spool.dead_lettered_total)
             write_failures.add_metric(label, kafka_spool.spool.failed_writes)
             refusing.add_metric(label, 0 if kafka_spool.refusing_reason() is None else 1)
-        yield from (events, size, age, spooled, drained, dead, write_failures, refusing)
+        yield from (events, size, limit, age, spooled, drained, dead, write_failures, refusing)

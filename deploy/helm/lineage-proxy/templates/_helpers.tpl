@@ -1,22 +1,114 @@
 {{/* Names and labels shared by every object of the chart. */}}
+{{- define "lineage-proxy.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
 {{- define "lineage-proxy.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "lineage-proxy.name" . -}}
+{{- if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "lineage-proxy.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "lineage-proxy.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
 {{- define "lineage-proxy.labels" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
-app.kubernetes.io/instance: {{ .Release.Name }}
+{{ include "lineage-proxy.selectorLabels" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
-helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
+{{/* The image; the tag defaults to the chart's appVersion. */}}
 {{- define "lineage-proxy.image" -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag }}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+
+{{- define "lineage-proxy.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "lineage-proxy.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* What every pod spec starts with: account, pull secrets, security context and
+     scheduling. Called with (dict "root" $ "pod" <proxy or consumer values> "component" C). */}}
+{{- define "lineage-proxy.podCommon" -}}
+{{- $root := .root -}}
+serviceAccountName: {{ include "lineage-proxy.serviceAccountName" $root }}
+automountServiceAccountToken: false
+{{- with $root.Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+securityContext:
+  {{- toYaml $root.Values.podSecurityContext | nindent 2 }}
+{{- with (.pod.nodeSelector | default $root.Values.nodeSelector) }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with (.pod.tolerations | default $root.Values.tolerations) }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with (.pod.affinity | default $root.Values.affinity) }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with (.pod.topologySpreadConstraints | default $root.Values.topologySpreadConstraints) }}
+topologySpreadConstraints:
+  {{- range . }}
+  - {{- toYaml (merge (dict) . (dict "labelSelector" (dict "matchLabels" (merge (dict "app.kubernetes.io/component" $.component) (fromYaml (include "lineage-proxy.selectorLabels" $root)))))) | nindent 4 }}
+  {{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* Pod template metadata: labels and annotations (with the config checksum). */}}
+{{- define "lineage-proxy.podMetadata" -}}
+labels:
+  {{- include "lineage-proxy.labels" .root | nindent 2 }}
+  app.kubernetes.io/component: {{ .component }}
+  {{- with .root.Values.podLabels }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+annotations:
+  checksum/config: {{ include (print .root.Template.BasePath "/configmap.yaml") .root | sha256sum }}
+  {{- with .root.Values.podAnnotations }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- end -}}
+
+{{/* The state volume: a claim per pod, or an emptyDir (persistence.enabled: false). */}}
+{{- define "lineage-proxy.stateClaim" -}}
+{{- if .root.Values.persistence.enabled }}
+persistentVolumeClaimRetentionPolicy:
+  whenDeleted: Retain
+  whenScaled: Retain
+volumeClaimTemplates:
+  - metadata:
+      name: state
+      labels:
+        {{- include "lineage-proxy.selectorLabels" .root | nindent 8 }}
+        app.kubernetes.io/component: {{ .component }}
+    spec:
+      accessModes: [ReadWriteOnce]
+      {{- with .root.Values.persistence.storageClass }}
+      storageClassName: {{ . | quote }}
+      {{- end }}
+      resources:
+        requests:
+          storage: {{ .size | default .root.Values.persistence.size }}
+{{- end }}
 {{- end -}}
 
 {{/* Kafka SASL credentials from the Secret, as overrides of the librdkafka settings at
@@ -37,7 +129,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end }}
 {{- end -}}
 
-{{/* Environment every pod gets: the rules file, secrets, Kafka credentials. */}}
+{{/* Environment every pod gets: the rules file, secrets, Kafka credentials, extraEnv. */}}
 {{- define "lineage-proxy.commonEnv" -}}
 {{- if .Values.rules }}
 - name: LINEAGE_PROXY__ROUTING__RULES
@@ -51,6 +143,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
       key: {{ .key }}
 {{- end }}
 {{- include "lineage-proxy.kafkaCredentials" (dict "root" . "path" "KAFKA__PRODUCER") }}
+{{- with .Values.extraEnv }}
+{{ toYaml . }}
+{{- end }}
 {{- end -}}
 
 {{/* Config, state and /tmp volumes, and where the containers mount them. */}}
@@ -58,8 +153,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - name: config
   configMap:
     name: {{ include "lineage-proxy.fullname" . }}
+{{- if not .Values.persistence.enabled }}
 - name: state
-  {{- toYaml .Values.stateVolume | nindent 2 }}
+  emptyDir: {}
+{{- end }}
 - name: tmp
   emptyDir: {}
 {{- end -}}
@@ -118,9 +215,9 @@ scheme: HTTPS
 {{- end }}
 {{- end -}}
 
-{{- define "lineage-proxy.containerSecurityContext" -}}
-allowPrivilegeEscalation: false
-readOnlyRootFilesystem: true
-capabilities:
-  drop: [ALL]
+{{/* Seconds the proxy needs to go: the spool drain (preStop), then the shutdown that
+     answers what is in flight (server.shutdown_timeout_seconds), plus a margin. */}}
+{{- define "lineage-proxy.proxyGraceSeconds" -}}
+{{- $shutdown := dig "server" "shutdown_timeout_seconds" 30 .Values.config -}}
+{{- add .Values.proxy.drainTimeoutSeconds (ceil $shutdown | int) 15 -}}
 {{- end -}}
