@@ -13,9 +13,11 @@ import logging
 import os
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote_plus
 
+from spark_emitter.buffer import DiskBuffer, default_buffer_directory
 from spark_emitter.config import EmitterConfig, resolve_config
 from spark_emitter.delivery import DeliveryStats, EventSender, open_client
 from spark_emitter.events import (
@@ -155,6 +157,19 @@ def _app_context(
     )
 
 
+def _disk_buffer(config: EmitterConfig, owner: str) -> DiskBuffer | None:
+    """Where undelivered events wait; None when switched off or the directory is unusable
+    (the job goes on without it, and says so)."""
+    if not config.buffer_enabled:
+        return None
+    directory = Path(config.buffer_directory or default_buffer_directory())
+    try:
+        return DiskBuffer(directory, owner, config.buffer_max_bytes)
+    except OSError as error:
+        log.warning("openlineage: no disk buffer, events the proxy misses are lost: %s", error)
+        return None
+
+
 def enable_lineage(
     spark: Any,
     *,
@@ -203,10 +218,16 @@ def enable_lineage(
         why = "disabled" if config.disabled else "no transport configured"
         log.info("openlineage: not enabled (%s)", why)
         return None
-    sender = EventSender(client, queue_size=config.queue_size)
     catalog = _catalog_context(spark)
+    app = _app_context(spark, config, conf, catalog)
+    sender = EventSender(
+        client,
+        queue_size=config.queue_size,
+        buffer=_disk_buffer(config, app.app_run_id),
+        retry_interval=config.buffer_retry_interval,
+    )
     listener = LineageListener(
-        _app_context(spark, config, conf, catalog),
+        app,
         sender,
         catalog,
         spark.sparkContext._jvm,
