@@ -37,6 +37,7 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -70,7 +71,8 @@ def open_client(transport: dict[str, Any] | None) -> OpenLineageClient | None:
             "spark_emitter sends events with openlineage-python: pip install openlineage-python"
         ) from error
     if transport is None:
-        client = OpenLineageClient()
+        with _quiet_console_fallback():
+            client = OpenLineageClient()
         chosen = (client.config.transport or {}).get("type")
         if client.transport.kind == "console" and chosen != "console":
             return None
@@ -82,6 +84,26 @@ def open_client(transport: dict[str, Any] | None) -> OpenLineageClient | None:
     except Exception as error:  # the client's own words: a missing or bad value
         raise ConfigurationError(f"spark.openlineage.transport: {error}") from error
     return OpenLineageClient(transport=built)
+
+
+class _DropConsoleFallback(logging.Filter):
+    """Drops the client's "will print events to console" lines: we do not use the client
+    it builds then, and say ourselves that nothing is emitted."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return "print events to console" not in message and "`console` transport" not in message
+
+
+@contextlib.contextmanager
+def _quiet_console_fallback() -> Iterator[None]:
+    client_log = logging.getLogger("openlineage.client.client")
+    drop = _DropConsoleFallback()
+    client_log.addFilter(drop)
+    try:
+        yield
+    finally:
+        client_log.removeFilter(drop)
 
 
 def client_event(event: dict[str, Any]) -> RunEvent:

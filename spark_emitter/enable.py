@@ -31,11 +31,17 @@ from spark_emitter.listener import LineageListener
 from spark_emitter.plan_reader import CatalogContext
 from spark_emitter.run_ids import uuid7
 
-__all__ = ["LineageEmitter", "enable_lineage"]
+__all__ = ["NOTHING_CONFIGURED", "LineageEmitter", "enable_lineage"]
 
 log = logging.getLogger(__name__)
 
 _SESSION_ATTRIBUTE = "_openlineage_emitter"
+# Said (once per session) when lineage is asked for but has nowhere to go.
+NOTHING_CONFIGURED = (
+    "openlineage: no transport configured, so this Spark application emits NO lineage. "
+    "Set OPENLINEAGE_URL (or spark.openlineage.transport.url, or an openlineage.yml) "
+    "to send it."
+)
 # How long to let Spark's listener bus catch up at interpreter exit, before reporting the
 # application's end (executions still queued there would otherwise come after it).
 _BUS_DRAIN_MS = 10_000
@@ -215,8 +221,10 @@ def enable_lineage(
     )
     client = None if config.disabled else open_client(config.transport)
     if client is None:
-        why = "disabled" if config.disabled else "no transport configured"
-        log.info("openlineage: not enabled (%s)", why)
+        if config.disabled:
+            log.info("openlineage: disabled (spark.openlineage.disabled / OPENLINEAGE_DISABLED)")
+        else:
+            log.warning(NOTHING_CONFIGURED)
         return None
     catalog = _catalog_context(spark)
     app = _app_context(spark, config, conf, catalog)

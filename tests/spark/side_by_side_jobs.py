@@ -162,6 +162,7 @@ def session(workdir: Path, conf: dict[str, str]) -> SparkSession:
             f"jdbc:derby:;databaseName={workdir}/metastore_db;create=true",
         )
         .config("spark.openlineage.namespace", NAMESPACE)
+        .config("spark.openlineage.emitter.buffer.directory", f"{workdir}/buffer")
         .enableHiveSupport()
     )
     for key, value in conf.items():
