@@ -119,9 +119,13 @@ def client_event(event: dict[str, Any]) -> RunEvent:
         RunState,
     )
 
+    # A copy: the client adds its own run facets (tags) to the dict it is given, and our
+    # event must stay plain JSON (the disk buffer writes it after a failed send).
     run_facets = event["run"].get("facets")
-    if run_facets and "parent" in run_facets:
-        run_facets = {**run_facets, "parent": _parent_facet(run_facets["parent"])}
+    if run_facets is not None:
+        run_facets = dict(run_facets)
+        if "parent" in run_facets:
+            run_facets["parent"] = _parent_facet(run_facets["parent"])
     job = event["job"]
     return RunEvent(
         eventType=RunState(event["eventType"]),
@@ -334,6 +338,9 @@ class EventSender:
                 self._in_flight = event
                 try:
                     self._deliver(event)
+                except Exception:  # the sender thread must survive anything
+                    self.stats.failed += 1
+                    log.warning("openlineage: event lost", exc_info=True)
                 finally:
                     self._in_flight = None
                     self._queue.task_done()

@@ -13,6 +13,7 @@ and in the archive. Our emitter posts to a plain recorder. One JVM serves all of
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import subprocess
@@ -84,7 +85,7 @@ class SideBySide:
     ours_stats: dict[str, int]
     official_sent: list[dict[str, Any]]  # the jar's own copy of what it sent
     ours: list[dict[str, Any]]
-    kafka: list[tuple[str | None, dict[str, Any]]]
+    kafka: list[tuple[str | None, dict[str, Any], list[dict[str, str]]]]  # key, event, repairs
     archived: list[dict[str, Any]]
 
 
@@ -129,19 +130,41 @@ async def side_by_side(
     finally:
         receiver.close()
     records = await asyncio.to_thread(read_all_produced_so_far, broker.bootstrap_servers, topic)
-    yield SideBySide(
+    result = SideBySide(
         workdir=workdir / "jobs",
         windows=summary["windows"],
         ours_stats=summary["ours"],
         official_sent=[json.loads(line) for line in copy.read_text().splitlines()],
         ours=receiver.events,
-        kafka=[(r.key, orjson.loads(r.value)) for r in records],
+        kafka=[
+            (r.key, orjson.loads(r.value), orjson.loads(r.headers.get("ol_repairs", b"[]")))
+            for r in records
+        ],
         archived=[
             orjson.loads(line)
             for f in finished_files(archive / "events")
             for line in f.read_bytes().splitlines()
         ],
     )
+    if dump := os.environ.get("SIDE_BY_SIDE_DUMP"):  # for working on the comparison
+        text = json.dumps(dataclasses.asdict(result), default=str)
+        await asyncio.to_thread(Path(dump).write_text, text)
+    yield result
+
+
+def _repaired(event: dict[str, Any], repairs: list[dict[str, str]]) -> dict[str, Any]:
+    """``event`` with each repair applied, after checking it had the repair's "from"."""
+    copy = json.loads(json.dumps(event))
+    for repair in repairs:
+        *path, last = [
+            p.replace("~1", "/").replace("~0", "~") for p in repair["pointer"][1:].split("/")
+        ]
+        parent: Any = copy
+        for part in path:
+            parent = parent[int(part)] if isinstance(parent, list) else parent[part]
+        assert str(parent[last]) == repair["from"], repair
+        parent[last] = repair["to"]
+    return copy
 
 
 def _key(event: dict[str, Any]) -> tuple[str, str, str]:
@@ -154,13 +177,18 @@ def test_every_event_of_the_official_jar_reaches_kafka_and_the_archive(
     sent = side_by_side.official_sent
     runs = {e["run"]["runId"] for e in sent}
     assert len(sent) >= 40 and len(runs) >= 20, (len(sent), len(runs))
-    kafka = [event for _, event in side_by_side.kafka]
+    kafka = [event for _, event, _ in side_by_side.kafka]
     # Every event the jar sent, once, in the order it sent them (all share the root run's
     # key, so one partition), and nothing else.
     assert [_key(e) for e in kafka] == [_key(e) for e in sent]
-    # The proxy forwards the jar's JSON as it came.
-    assert kafka == sent
-    assert {key for key, _ in side_by_side.kafka} == {f"run:{NAMESPACE}/{APP_NAME}"}
+    # The proxy forwards the jar's JSON as it came, but for the values it repaired, each
+    # named in the record's ol_repairs header (from what, to what).
+    repairs = {repair["repair"] for _, _, made in side_by_side.kafka for repair in made}
+    assert repairs <= {"schemeless_datasource_uri"}, repairs
+    assert kafka == [
+        _repaired(e, made) for e, (_, _, made) in zip(sent, side_by_side.kafka, strict=True)
+    ]
+    assert {key for key, _, _ in side_by_side.kafka} == {f"run:{NAMESPACE}/{APP_NAME}"}
     assert sorted(_key(e) for e in side_by_side.archived) == sorted(_key(e) for e in sent)
     # The application run opens and closes the stream; the failing job says FAIL.
     assert (kafka[0]["job"]["name"], kafka[0]["eventType"]) == (APP_NAME, "START")

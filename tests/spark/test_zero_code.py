@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from typing import Any
 import orjson
 import pytest
 
+from proxy.embedded_broker import free_port
 from tests.conftest import REPO
 from tests.kafka_reader import read_all_produced_so_far
 from tests.spark.conftest import event_types
@@ -29,12 +29,6 @@ from tests.spark.conftest import event_types
 pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark"), pytest.mark.timeout(900)]
 
 WRITE = "execute_insert_into_hadoop_fs_relation_command"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 async def _run(*argv: str, env: dict[str, str]) -> tuple[int, str, str]:
@@ -57,7 +51,7 @@ def _buffered(directory: Path) -> list[dict[str, Any]]:
 async def test_an_unchanged_job_run_while_the_proxy_is_down_delivers_every_event_later(
     start_proxy, broker, topic, tmp_path: Path
 ) -> None:
-    port = _free_port()
+    port = free_port()
     buffer = tmp_path / "buffer"
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("OPENLINEAGE")},

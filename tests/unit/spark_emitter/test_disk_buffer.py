@@ -5,18 +5,19 @@ plays the proxy; "down" is a port nobody listens on, "back" is the server bound 
 
 from __future__ import annotations
 
+import json
 import os
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from proxy.embedded_broker import free_port
 from spark_emitter.buffer import DiskBuffer
 from spark_emitter.delivery import EventSender, open_client
 from tests.conftest import REPO
-from tests.unit.spark_emitter.test_delivery import ScriptedEndpoint, lineage_event
+from tests.unit.spark_emitter.test_delivery import ScriptedEndpoint, _facet, lineage_event
 
 
 def wait_until(check: Callable[[], bool], within: float) -> bool:
@@ -26,12 +27,6 @@ def wait_until(check: Callable[[], bool], within: float) -> bool:
             return False
         time.sleep(0.01)
     return True
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _endpoint_on(port: int) -> ScriptedEndpoint:
@@ -54,7 +49,7 @@ def _names(endpoint: ScriptedEndpoint) -> list[str]:
 def test_events_sent_while_the_proxy_is_down_arrive_in_order_when_it_is_back(
     tmp_path: Path,
 ) -> None:
-    port = _free_port()
+    port = free_port()
     sender = _sender(f"http://127.0.0.1:{port}", tmp_path, "app-1")
     for n in range(20):
         assert sender.submit(lineage_event(n))
@@ -72,7 +67,7 @@ def test_events_sent_while_the_proxy_is_down_arrive_in_order_when_it_is_back(
 
 
 def test_what_an_application_left_is_sent_first_at_the_next_ones_start(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     first = _sender(f"http://127.0.0.1:{port}", tmp_path, "app-1")
     for n in range(5):
         first.submit(lineage_event(n))
@@ -110,7 +105,7 @@ def test_a_refused_event_is_not_buffered_and_holds_nothing_up(tmp_path: Path) ->
 
 def test_a_full_buffer_drops_and_counts_instead_of_growing(tmp_path: Path) -> None:
     one_event = len(str(lineage_event(0)))
-    sender = _sender(f"http://127.0.0.1:{_free_port()}", tmp_path, "app-1", one_event * 3)
+    sender = _sender(f"http://127.0.0.1:{free_port()}", tmp_path, "app-1", one_event * 3)
     for n in range(10):
         sender.submit(lineage_event(n))
     assert wait_until(lambda: sender.stats.buffered + sender.stats.dropped == 10, within=60)
@@ -121,7 +116,7 @@ def test_a_full_buffer_drops_and_counts_instead_of_growing(tmp_path: Path) -> No
 
 
 def test_the_send_command_delivers_what_applications_left(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     first = _sender(f"http://127.0.0.1:{port}", tmp_path, "app-1")
     for n in range(3):
         first.submit(lineage_event(n))
@@ -143,3 +138,20 @@ def test_the_send_command_delivers_what_applications_left(tmp_path: Path) -> Non
     assert "3 event(s) sent" in done.stdout
     assert _names(endpoint) == ["app.write_0", "app.write_1", "app.write_2"]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_application_event_is_buffered_exactly_as_built(tmp_path: Path) -> None:
+    """The application's START has no parent facet; the client adds its tags facet to the
+    run facets it is given — never to our event, which must still be written as JSON."""
+    event = lineage_event(0, "START")
+    event["run"]["facets"] = {
+        "processing_engine": _facet(
+            "ProcessingEngineRunFacet", "1-1-1", openlineageAdapterVersion="1"
+        )
+    }
+    sender = _sender(f"http://127.0.0.1:{free_port()}", tmp_path, "app-1")
+    sender.submit(event)
+    assert wait_until(lambda: sender.stats.buffered == 1, within=60)
+    sender.close(timeout=1)
+    (kept,) = [json.loads(line) for line in (tmp_path / "app-1.jsonl").open()]
+    assert kept == event
