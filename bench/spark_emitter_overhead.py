@@ -133,6 +133,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds per child (3)")
     parser.add_argument("--no-jar", action="store_true", help="leave the official jar out")
+    parser.add_argument(
+        "--order",
+        help="the children to run, e.g. off,on,jar (default off,on,jar,jar,on,off; "
+        "off,on,on,off with --no-jar)",
+    )
     parser.add_argument("--child", choices=["on", "off", "jar"], help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -150,6 +155,8 @@ def main() -> int:
         order = (
             ("off", "on", "on", "off") if args.no_jar else ("off", "on", "jar", "jar", "on", "off")
         )
+        if args.order:
+            order = tuple(args.order.split(","))
         runs = [run_child(v, args.rounds, url) for v in order]
     finally:
         receiver.terminate()
@@ -182,7 +189,7 @@ def main() -> int:
 
     off, on = merged("off"), merged("on")
     jar_figures: dict[str, Any] = {}
-    if not args.no_jar:
+    if "jar" in order:
         jar = merged("jar")
         jar_figures = {
             "jar": {"version": Path(official_jar()).stem.rsplit("-", 1)[-1], **jar},
