@@ -8,10 +8,18 @@ without (``off``) and with (``on``) ``enable_lineage``, in the order off, on, on
 that drift on a shared machine falls on both sides. Events go to the ``parse`` reference
 server (bare aiohttp: parse, answer 200), so the receiver is not what is measured.
 
+A third variant, ``jar``, runs the same pipeline with the official OpenLineage Spark
+integration instead (the jar from ``scripts/openlineage_spark_jar.sh``, as
+``spark.extraListeners`` with its http transport to the same reference server), so the
+emitter's cost is reported beside the jar's on the same job, in the same run: the order is
+off, on, jar, jar, on, off (``--no-jar`` leaves it out).
+
 Per variant: the pipeline's wall time per round (after one warm-up round in the same
 JVM), the driver's Python peak RSS and the JVM's peak RSS; for ``on`` also the events sent
-and how long after the last action the send queue was empty. The figure that matters is
-``overhead_ratio`` = median ``on`` / median ``off`` (DESIGN.md §7: ratios in one run).
+and how long after the last action the send queue was empty (for ``jar``: the listener
+bus, from whose thread the jar sends). The figures that matter are ``overhead_ratio`` =
+median ``on`` / median ``off``, ``jar_overhead_ratio`` = median ``jar`` / median ``off``
+and ``emitter_vs_jar`` = median ``on`` / median ``jar`` (DESIGN.md §7: ratios in one run).
 """
 
 from __future__ import annotations
@@ -34,6 +42,23 @@ from bench.http_ingest import log, peak_rss_mib, wait_http  # noqa: E402
 from proxy.embedded_broker import free_port  # noqa: E402
 
 
+def official_jar() -> str:
+    """The official integration's jar, fetched into the cache on first use."""
+    script = REPO / "scripts" / "openlineage_spark_jar.sh"
+    return subprocess.run([str(script)], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def jar_conf(url: str) -> dict[str, str]:
+    """The official integration as its users configure it, sending to ``url``."""
+    return {
+        "spark.jars": official_jar(),
+        "spark.extraListeners": "io.openlineage.spark.agent.OpenLineageSparkListener",
+        "spark.openlineage.transport.type": "http",
+        "spark.openlineage.transport.url": url,
+        "spark.openlineage.namespace": "bench",
+    }
+
+
 def child(variant: str, rounds: int, url: str) -> dict[str, Any]:
     """One JVM: a warm-up round, then ``rounds`` timed runs of the pipeline."""
     from pyspark.sql import SparkSession
@@ -42,16 +67,19 @@ def child(variant: str, rounds: int, url: str) -> dict[str, Any]:
     from spark_emitter.examples.etl_pipeline import run_pipeline
 
     work = Path(tempfile.mkdtemp(prefix=f"emitter-bench-{variant}-"))
-    spark = (
+    builder = (
         SparkSession.builder.master("local[2]")
         .appName("Sales ETL")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.sql.warehouse.dir", str(work / "warehouse"))
-        .getOrCreate()
     )
+    for key, value in (jar_conf(url) if variant == "jar" else {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("FATAL")
     emitter = enable_lineage(spark, url=url, namespace="bench") if variant == "on" else None
+    bus = spark.sparkContext._jsc.sc().listenerBus()
     run_pipeline(spark, work / "warmup")
     seconds, drain = [], []
     for n in range(rounds):
@@ -61,6 +89,10 @@ def child(variant: str, rounds: int, url: str) -> dict[str, Any]:
         if emitter is not None:
             flushed = time.perf_counter()
             emitter.flush(timeout=60)
+            drain.append(time.perf_counter() - flushed)
+        elif variant == "jar":
+            flushed = time.perf_counter()
+            bus.waitUntilEmpty(60_000)
             drain.append(time.perf_counter() - flushed)
     jvm_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
     result: dict[str, Any] = {
@@ -77,6 +109,8 @@ def child(variant: str, rounds: int, url: str) -> dict[str, Any]:
             queue_empty_after_action_seconds=drain,
             listener_errors=emitter.callback_failures,
         )
+    if variant == "jar":
+        result.update(queue_empty_after_action_seconds=drain)
     spark.stop()
     return result
 
@@ -98,7 +132,13 @@ def run_child(variant: str, rounds: int, url: str) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds per child (3)")
-    parser.add_argument("--child", choices=["on", "off"], help=argparse.SUPPRESS)
+    parser.add_argument("--no-jar", action="store_true", help="leave the official jar out")
+    parser.add_argument(
+        "--order",
+        help="the children to run, e.g. off,on,jar (default off,on,jar,jar,on,off; "
+        "off,on,on,off with --no-jar)",
+    )
+    parser.add_argument("--child", choices=["on", "off", "jar"], help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -112,7 +152,12 @@ def main() -> int:
     url = f"http://127.0.0.1:{port}"
     try:
         wait_http(url, receiver)
-        runs = [run_child(v, args.rounds, url) for v in ("off", "on", "on", "off")]
+        order = (
+            ("off", "on", "on", "off") if args.no_jar else ("off", "on", "jar", "jar", "on", "off")
+        )
+        if args.order:
+            order = tuple(args.order.split(","))
+        runs = [run_child(v, args.rounds, url) for v in order]
     finally:
         receiver.terminate()
         receiver.wait(10)
@@ -135,9 +180,22 @@ def main() -> int:
                 listener_errors=sum(r["listener_errors"] for r in mine),
                 queue_empty_after_last_action_p50_seconds=round(statistics.median(drains), 3),
             )
+        if variant == "jar":
+            drains = [d for r in mine for d in r["queue_empty_after_action_seconds"]]
+            summary.update(
+                listener_bus_empty_after_last_action_p50_seconds=round(statistics.median(drains), 3)
+            )
         return summary
 
     off, on = merged("off"), merged("on")
+    jar_figures: dict[str, Any] = {}
+    if "jar" in order:
+        jar = merged("jar")
+        jar_figures = {
+            "jar": {"version": Path(official_jar()).stem.rsplit("-", 1)[-1], **jar},
+            "jar_overhead_ratio": round(jar["median_seconds"] / off["median_seconds"], 3),
+            "emitter_vs_jar": round(on["median_seconds"] / jar["median_seconds"], 3),
+        }
     print(
         json.dumps(
             {
@@ -147,6 +205,7 @@ def main() -> int:
                 "on": on,
                 "overhead_ratio": round(on["median_seconds"] / off["median_seconds"], 3),
                 "overhead_ratio_min": round(on["min_seconds"] / off["min_seconds"], 3),
+                **jar_figures,
             },
             indent=2,
         )

@@ -26,6 +26,14 @@ directory, ``~/.openlineage``), ``OPENLINEAGE__TRANSPORT__*``, ``OPENLINEAGE_URL
 | report read-only actions | spark.openlineage.emitter.reportReadOnlyActions | — |
 | RUNNING interval (s) | spark.openlineage.emitter.runningIntervalSeconds | — |
 | dataset-level column lineage | spark.openlineage.columnLineage.datasetLineageEnabled | — |
+| disk buffer on/off | spark.openlineage.emitter.buffer.enabled (default true) | — |
+| buffer directory | spark.openlineage.emitter.buffer.directory | OPENLINEAGE_SPARK_BUFFER_DIR |
+| disk buffer bound (bytes) | spark.openlineage.emitter.buffer.maxBytes (default 100 MiB) | — |
+| buffer retry (s) | spark.openlineage.emitter.buffer.retryIntervalSeconds (default 5) | — |
+
+Events the transport cannot deliver wait in the disk buffer (:mod:`spark_emitter.buffer`)
+and are sent when it can again, in this application or at the next one's start; the
+default directory is ``~/.cache/spark_emitter/buffer``.
 
 Read-only actions (``count()``, ``collect()``: a plan with no output) are not reported by
 default, as the official integration filters them; ``reportReadOnlyActions=true`` reports
@@ -77,6 +85,11 @@ class EmitterConfig:
     report_read_only_actions: bool = False
     running_interval: float = 10.0
     dataset_lineage_enabled: bool = False
+    buffer_enabled: bool = True
+    # None: spark_emitter.buffer.default_buffer_directory()
+    buffer_directory: str | None = None
+    buffer_max_bytes: int = 100 * 1024 * 1024
+    buffer_retry_interval: float = 5.0
 
 
 def _flag(value: str, key: str) -> bool:
@@ -151,6 +164,18 @@ def resolve_config(
         values["dataset_lineage_enabled"] = _flag(dataset_level, key)
     if drain := pick("drain_timeout", "emitter.drainTimeoutSeconds", None):
         values["drain_timeout"] = _number(drain, _CONF + "emitter.drainTimeoutSeconds", float)
+
+    if enabled := spark_conf.get(_CONF + "emitter.buffer.enabled"):
+        values["buffer_enabled"] = _flag(enabled, _CONF + "emitter.buffer.enabled")
+    if directory := pick(
+        "buffer_directory", "emitter.buffer.directory", "OPENLINEAGE_SPARK_BUFFER_DIR"
+    ):
+        values["buffer_directory"] = directory
+    if size := spark_conf.get(_CONF + "emitter.buffer.maxBytes"):
+        values["buffer_max_bytes"] = _number(size, _CONF + "emitter.buffer.maxBytes", int)
+    if retry := spark_conf.get(_CONF + "emitter.buffer.retryIntervalSeconds"):
+        key = _CONF + "emitter.buffer.retryIntervalSeconds"
+        values["buffer_retry_interval"] = _number(retry, key, float)
 
     parent = [values.get(k) for k in ("parent_namespace", "parent_name", "parent_run_id")]
     if any(parent) and not all(parent):

@@ -37,6 +37,7 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -46,6 +47,8 @@ if TYPE_CHECKING:
     from openlineage.client import OpenLineageClient
     from openlineage.client.event_v2 import InputDataset, OutputDataset, RunEvent
     from openlineage.client.generated.parent_run import ParentRunFacet
+
+    from spark_emitter.buffer import DiskBuffer
 
 __all__ = ["DeliveryStats", "EventSender", "client_event", "open_client"]
 
@@ -68,7 +71,8 @@ def open_client(transport: dict[str, Any] | None) -> OpenLineageClient | None:
             "spark_emitter sends events with openlineage-python: pip install openlineage-python"
         ) from error
     if transport is None:
-        client = OpenLineageClient()
+        with _quiet_console_fallback():
+            client = OpenLineageClient()
         chosen = (client.config.transport or {}).get("type")
         if client.transport.kind == "console" and chosen != "console":
             return None
@@ -80,6 +84,26 @@ def open_client(transport: dict[str, Any] | None) -> OpenLineageClient | None:
     except Exception as error:  # the client's own words: a missing or bad value
         raise ConfigurationError(f"spark.openlineage.transport: {error}") from error
     return OpenLineageClient(transport=built)
+
+
+class _DropConsoleFallback(logging.Filter):
+    """Drops the client's "will print events to console" lines: we do not use the client
+    it builds then, and say ourselves that nothing is emitted."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return "print events to console" not in message and "`console` transport" not in message
+
+
+@contextlib.contextmanager
+def _quiet_console_fallback() -> Iterator[None]:
+    client_log = logging.getLogger("openlineage.client.client")
+    drop = _DropConsoleFallback()
+    client_log.addFilter(drop)
+    try:
+        yield
+    finally:
+        client_log.removeFilter(drop)
 
 
 def client_event(event: dict[str, Any]) -> RunEvent:
@@ -95,9 +119,13 @@ def client_event(event: dict[str, Any]) -> RunEvent:
         RunState,
     )
 
+    # A copy: the client adds its own run facets (tags) to the dict it is given, and our
+    # event must stay plain JSON (the disk buffer writes it after a failed send).
     run_facets = event["run"].get("facets")
-    if run_facets and "parent" in run_facets:
-        run_facets = {**run_facets, "parent": _parent_facet(run_facets["parent"])}
+    if run_facets is not None:
+        run_facets = dict(run_facets)
+        if "parent" in run_facets:
+            run_facets["parent"] = _parent_facet(run_facets["parent"])
     job = event["job"]
     return RunEvent(
         eventType=RunState(event["eventType"]),
@@ -150,23 +178,52 @@ def _parent_facet(facet: dict[str, Any]) -> ParentRunFacet:
     )
 
 
+def _retriable(error: Exception) -> bool:
+    """Whether sending ``error``'s event again later can succeed: not when the endpoint
+    answered and refused it (a 4xx: the same event would be refused again, and buffering
+    it would hold every later event behind it)."""
+    response = getattr(error, "response", None)
+    status = getattr(response, "status_code", None)
+    return not (isinstance(status, int) and 400 <= status < 500)
+
+
 @dataclass
 class DeliveryStats:
-    """Counters a caller (or a test) can read: what happened to the submitted events."""
+    """Counters a caller (or a test) can read: what happened to the submitted events.
+    ``buffered``: kept on disk because the transport failed (sent later, then also
+    counted in ``sent``); ``failed``: not delivered and not buffered (no buffer)."""
 
     sent: int = 0
     failed: int = 0
     dropped: int = 0
+    buffered: int = 0
 
 
 class EventSender:
     """A bounded queue drained by one daemon thread that emits each event through the
-    client."""
+    client; with a :class:`~spark_emitter.buffer.DiskBuffer`, what the client cannot
+    deliver waits on disk (and every later event behind it) and is retried every
+    ``retry_interval`` seconds."""
 
-    def __init__(self, client: OpenLineageClient, *, queue_size: int = 10_000) -> None:
+    def __init__(
+        self,
+        client: OpenLineageClient,
+        *,
+        queue_size: int = 10_000,
+        buffer: DiskBuffer | None = None,
+        retry_interval: float = 5.0,
+    ) -> None:
         self._client = client
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=queue_size)
         self._closed = False
+        self._buffer = buffer
+        self._retry_interval = retry_interval
+        self._next_retry = 0.0
+        # Held while the buffer is touched; ``_handed_over`` once close() took over what
+        # the thread had not finished (the thread then leaves the buffer alone).
+        self._lock = threading.Lock()
+        self._handed_over = False
+        self._in_flight: dict[str, Any] | None = None
         self.stats = DeliveryStats()
         self._thread = threading.Thread(target=self._run, name="openlineage-sender", daemon=True)
         self._thread.start()
@@ -192,9 +249,10 @@ class EventSender:
         return True
 
     def flush(self, timeout: float) -> bool:
-        """Wait until every queued event has been sent (or given up); False on timeout."""
+        """Wait until every queued event has been sent, buffered or given up (and, with
+        a buffer, the buffer is empty); False on timeout."""
         deadline = time.monotonic() + timeout
-        while self._queue.unfinished_tasks:
+        while self._queue.unfinished_tasks or self._buffer_pending():
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.01)
@@ -202,43 +260,147 @@ class EventSender:
 
     def close(self, timeout: float) -> bool:
         """Send what is queued within ``timeout`` seconds, then stop and close the
-        transport (a kafka producer flushes there); False if some was left."""
+        transport (a kafka producer flushes there); False if some was left. With a
+        buffer, what is left goes to disk instead of being lost, and when events are
+        already waiting there (the transport is failing) close does not wait at all."""
         if self._closed:
             return True
         deadline = time.monotonic() + timeout
-        drained = self.flush(timeout)
+        drained = self.flush(0 if self._buffer_pending() else timeout)
         self._closed = True
+        if self._buffer is not None and not drained:
+            self._hand_over_to_disk()
         # A full queue means the thread is busy until the process ends: a daemon, it dies then.
         with contextlib.suppress(queue.Full):
             self._queue.put_nowait(_STOP)
-        if not drained:
+        if not drained and self._buffer is None:
             log.warning(
                 "openlineage: %d event(s) not sent within %.1fs at exit",
                 self._queue.qsize(),
                 timeout,
             )
             return False
+        if self._buffer is not None and drained:
+            with self._lock:
+                self._handed_over = True
+                self._buffer.close()
         try:
-            return bool(self._client.close(max(0.1, deadline - time.monotonic())))
+            closed = bool(self._client.close(max(0.1, deadline - time.monotonic())))
         except Exception as error:
             log.warning("openlineage: closing the %s transport failed: %s", self.transport, error)
             return False
+        return closed and drained
+
+    def _buffer_pending(self) -> bool:
+        with self._lock:
+            return self._buffer is not None and not self._handed_over and self._buffer.pending()
+
+    def _hand_over_to_disk(self) -> None:
+        """At close: the event in flight and everything queued, in order, onto disk."""
+        assert self._buffer is not None
+        with self._lock:
+            self._handed_over = True
+            left = [] if self._in_flight is None else [self._in_flight]
+            while True:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                self._queue.task_done()
+                if item is not _STOP:
+                    left.append(item)
+            for event in left:
+                if self._buffer.append(event):
+                    self.stats.buffered += 1
+                else:
+                    self.stats.dropped += 1
+            self._buffer.close()
+        log.warning(
+            "openlineage: %d event(s) kept in %s for the next application "
+            "(or `python -m spark_emitter.buffer send`)",
+            len(left),
+            self._buffer.directory,
+        )
 
     def _run(self) -> None:
         while True:
-            event = self._queue.get()
+            wait = None
+            if self._buffer_pending():
+                wait = max(0.0, self._next_retry - time.monotonic())
             try:
-                if event is _STOP:
-                    return
-                self._client.emit(client_event(event))
-                self.stats.sent += 1
-            except Exception as error:  # the sender thread must survive anything
-                self.stats.failed += 1
-                log.warning(
-                    "openlineage: event not delivered through the %s transport: %s",
-                    self.transport,
-                    str(error).strip().split("\n", 1)[0],
-                )
-                log.debug("openlineage: event not delivered", exc_info=True)
-            finally:
+                event = self._queue.get(timeout=wait)
+            except queue.Empty:
+                event = None
+            if event is _STOP:
                 self._queue.task_done()
+                return
+            if event is not None:
+                self._in_flight = event
+                try:
+                    self._deliver(event)
+                except Exception:  # the sender thread must survive anything
+                    self.stats.failed += 1
+                    log.warning("openlineage: event lost", exc_info=True)
+                finally:
+                    self._in_flight = None
+                    self._queue.task_done()
+            if self._buffer_pending() and time.monotonic() >= self._next_retry:
+                self._send_buffered()
+
+    def _deliver(self, event: dict[str, Any]) -> None:
+        if self._buffer_pending():
+            self._to_buffer(event)
+            return
+        error = self._emit(event)
+        if error is None:
+            self.stats.sent += 1
+        elif self._buffer is not None and _retriable(error):
+            self._next_retry = time.monotonic() + self._retry_interval
+            self._to_buffer(event)
+        else:
+            self.stats.failed += 1
+
+    def _to_buffer(self, event: dict[str, Any]) -> None:
+        with self._lock:
+            if self._handed_over or self._buffer is None:
+                return  # close() wrote it to disk already
+            if self._buffer.append(event):
+                self.stats.buffered += 1
+            else:
+                self.stats.dropped += 1
+
+    def _send_buffered(self) -> None:
+        """Send buffered events oldest first until one fails or none is left."""
+        while True:
+            with self._lock:
+                if self._handed_over or self._buffer is None:
+                    return
+                event = self._buffer.oldest()
+            if event is None:
+                return
+            error = self._emit(event)
+            if error is not None and _retriable(error):
+                self._next_retry = time.monotonic() + self._retry_interval
+                return
+            with self._lock:
+                if self._handed_over:
+                    return  # an event sent twice, never lost (see spark_emitter.buffer)
+                self._buffer.delivered()  # sent, or refused for good: either way not again
+                if error is None:
+                    self.stats.sent += 1
+                else:
+                    self.stats.failed += 1
+
+    def _emit(self, event: dict[str, Any]) -> Exception | None:
+        """Hand ``event`` to the client; the error when it was not delivered."""
+        try:
+            self._client.emit(client_event(event))
+        except Exception as error:  # the sender thread must survive anything
+            log.warning(
+                "openlineage: event not delivered through the %s transport: %s",
+                self.transport,
+                str(error).strip().split("\n", 1)[0],
+            )
+            log.debug("openlineage: event not delivered", exc_info=True)
+            return error
+        return None

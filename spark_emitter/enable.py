@@ -13,9 +13,11 @@ import logging
 import os
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote_plus
 
+from spark_emitter.buffer import DiskBuffer, default_buffer_directory
 from spark_emitter.config import EmitterConfig, resolve_config
 from spark_emitter.delivery import DeliveryStats, EventSender, open_client
 from spark_emitter.events import (
@@ -29,11 +31,17 @@ from spark_emitter.listener import LineageListener
 from spark_emitter.plan_reader import CatalogContext
 from spark_emitter.run_ids import uuid7
 
-__all__ = ["LineageEmitter", "enable_lineage"]
+__all__ = ["NOTHING_CONFIGURED", "LineageEmitter", "enable_lineage"]
 
 log = logging.getLogger(__name__)
 
 _SESSION_ATTRIBUTE = "_openlineage_emitter"
+# Said (once per session) when lineage is asked for but has nowhere to go.
+NOTHING_CONFIGURED = (
+    "openlineage: no transport configured, so this Spark application emits NO lineage. "
+    "Set OPENLINEAGE_URL (or spark.openlineage.transport.url, or an openlineage.yml) "
+    "to send it."
+)
 # How long to let Spark's listener bus catch up at interpreter exit, before reporting the
 # application's end (executions still queued there would otherwise come after it).
 _BUS_DRAIN_MS = 10_000
@@ -155,6 +163,19 @@ def _app_context(
     )
 
 
+def _disk_buffer(config: EmitterConfig, owner: str) -> DiskBuffer | None:
+    """Where undelivered events wait; None when switched off or the directory is unusable
+    (the job goes on without it, and says so)."""
+    if not config.buffer_enabled:
+        return None
+    directory = Path(config.buffer_directory or default_buffer_directory())
+    try:
+        return DiskBuffer(directory, owner, config.buffer_max_bytes)
+    except OSError as error:
+        log.warning("openlineage: no disk buffer, events the proxy misses are lost: %s", error)
+        return None
+
+
 def enable_lineage(
     spark: Any,
     *,
@@ -200,13 +221,21 @@ def enable_lineage(
     )
     client = None if config.disabled else open_client(config.transport)
     if client is None:
-        why = "disabled" if config.disabled else "no transport configured"
-        log.info("openlineage: not enabled (%s)", why)
+        if config.disabled:
+            log.info("openlineage: disabled (spark.openlineage.disabled / OPENLINEAGE_DISABLED)")
+        else:
+            log.warning(NOTHING_CONFIGURED)
         return None
-    sender = EventSender(client, queue_size=config.queue_size)
     catalog = _catalog_context(spark)
+    app = _app_context(spark, config, conf, catalog)
+    sender = EventSender(
+        client,
+        queue_size=config.queue_size,
+        buffer=_disk_buffer(config, app.app_run_id),
+        retry_interval=config.buffer_retry_interval,
+    )
     listener = LineageListener(
-        _app_context(spark, config, conf, catalog),
+        app,
         sender,
         catalog,
         spark.sparkContext._jvm,

@@ -76,6 +76,8 @@ def spark_session(
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.warehouse.dir", str(warehouse))
         .config("spark.driver.extraJavaOptions", "-Dderby.system.home=" + str(warehouse))
+        # Undelivered events would wait here, not in the user's ~/.cache.
+        .config("spark.openlineage.emitter.buffer.directory", str(warehouse / "lineage-buffer"))
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("FATAL")

@@ -86,7 +86,7 @@ def http_sender(url: str, queue_size: int = 10_000, **settings: Any) -> EventSen
 class ScriptedEndpoint:
     """Answers each POST with the next status of ``script`` (then 200), recording requests."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self.script: list[int] = []
         self.received: list[tuple[str, dict[str, str], dict[str, Any]]] = []
         self.release = threading.Event()
@@ -105,7 +105,7 @@ class ScriptedEndpoint:
             def log_message(self, *args: Any) -> None:
                 return None
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_port}"
         # A short poll interval: shutdown() waits for the serving loop's next poll, 0.5 s
         # by default, which would be most of these tests' time.
@@ -113,14 +113,17 @@ class ScriptedEndpoint:
             target=self.server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
         ).start()
 
+    def stop(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
 
 @pytest.fixture
 def endpoint() -> Iterator[ScriptedEndpoint]:
     running = ScriptedEndpoint()
     yield running
-    running.release.set()
-    running.server.shutdown()
-    running.server.server_close()
+    running.stop()
 
 
 def test_the_client_writes_our_event_as_we_built_it() -> None:

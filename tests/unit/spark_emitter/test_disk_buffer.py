@@ -1,0 +1,157 @@
+"""The emitter's disk buffer: events the proxy could not take wait on disk, in order, and
+reach it when it is back — later in the same application, at the next application's
+start, or through ``python -m spark_emitter.buffer send``. A real HTTP server on loopback
+plays the proxy; "down" is a port nobody listens on, "back" is the server bound to it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from proxy.embedded_broker import free_port
+from spark_emitter.buffer import DiskBuffer
+from spark_emitter.delivery import EventSender, open_client
+from tests.conftest import REPO
+from tests.unit.spark_emitter.test_delivery import ScriptedEndpoint, _facet, lineage_event
+
+
+def wait_until(check: Callable[[], bool], within: float) -> bool:
+    deadline = time.monotonic() + within
+    while not check():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def _endpoint_on(port: int) -> ScriptedEndpoint:
+    """The proxy coming back on the port the sender was told about."""
+    return ScriptedEndpoint(port=port)
+
+
+def _sender(url: str, directory: Path, owner: str, max_bytes: int = 1 << 20) -> EventSender:
+    transport = {"type": "http", "url": url, "retry": {"total": 1, "backoff_factor": 0.01}}
+    client = open_client(transport)
+    assert client is not None
+    buffer = DiskBuffer(directory, owner, max_bytes)
+    return EventSender(client, buffer=buffer, retry_interval=0.05)
+
+
+def _names(endpoint: ScriptedEndpoint) -> list[str]:
+    return [body["job"]["name"] for _, _, body in endpoint.received]
+
+
+def test_events_sent_while_the_proxy_is_down_arrive_in_order_when_it_is_back(
+    tmp_path: Path,
+) -> None:
+    port = free_port()
+    sender = _sender(f"http://127.0.0.1:{port}", tmp_path, "app-1")
+    for n in range(20):
+        assert sender.submit(lineage_event(n))
+    assert wait_until(lambda: sender.stats.buffered == 20, within=60)
+    assert sender.stats.sent == sender.stats.failed == 0
+    endpoint = _endpoint_on(port)
+    try:
+        assert sender.flush(timeout=60)
+        assert sender.close(timeout=10)
+    finally:
+        endpoint.stop()
+    assert _names(endpoint) == [f"app.write_{n}" for n in range(20)]
+    assert (sender.stats.sent, sender.stats.failed, sender.stats.dropped) == (20, 0, 0)
+    assert list(tmp_path.iterdir()) == []  # all delivered: nothing left behind
+
+
+def test_what_an_application_left_is_sent_first_at_the_next_ones_start(tmp_path: Path) -> None:
+    port = free_port()
+    first = _sender(f"http://127.0.0.1:{port}", tmp_path, "app-1")
+    for n in range(5):
+        first.submit(lineage_event(n))
+    assert wait_until(lambda: first.stats.buffered >= 1, within=60)
+    # Down at its end: close hands the rest to the disk instead of waiting for the proxy.
+    assert not first.close(timeout=600)
+    assert first.stats.buffered == 5
+    assert [p.name for p in tmp_path.glob("*.jsonl")] == ["app-1.jsonl"]
+
+    endpoint = _endpoint_on(port)
+    try:
+        second = _sender(endpoint.url, tmp_path, "app-2")
+        second.submit(lineage_event(100))
+        assert second.flush(timeout=60)
+        assert second.close(timeout=10)
+    finally:
+        endpoint.stop()
+    assert _names(endpoint) == [f"app.write_{n}" for n in [0, 1, 2, 3, 4, 100]]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_refused_event_is_not_buffered_and_holds_nothing_up(tmp_path: Path) -> None:
+    endpoint = ScriptedEndpoint()
+    endpoint.script = [400]
+    try:
+        sender = _sender(endpoint.url, tmp_path, "app-1")
+        sender.submit(lineage_event(1))
+        sender.submit(lineage_event(2))
+        assert sender.close(timeout=10)
+    finally:
+        endpoint.stop()
+    assert _names(endpoint) == ["app.write_1", "app.write_2"]
+    assert (sender.stats.sent, sender.stats.failed, sender.stats.buffered) == (1, 1, 0)
+
+
+def test_a_full_buffer_drops_and_counts_instead_of_growing(tmp_path: Path) -> None:
+    one_event = len(str(lineage_event(0)))
+    sender = _sender(f"http://127.0.0.1:{free_port()}", tmp_path, "app-1", one_event * 3)
+    for n in range(10):
+        sender.submit(lineage_event(n))
+    assert wait_until(lambda: sender.stats.buffered + sender.stats.dropped == 10, within=60)
+    sender.close(timeout=1)
+    assert 1 <= sender.stats.buffered <= 3
+    assert sender.stats.dropped == 10 - sender.stats.buffered
+    assert sum(p.stat().st_size for p in tmp_path.iterdir()) <= one_event * 3
+
+
+def test_the_send_command_delivers_what_applications_left(tmp_path: Path) -> None:
+    port = free_port()
+    first = _sender(f"http://127.0.0.1:{port}", tmp_path, "app-1")
+    for n in range(3):
+        first.submit(lineage_event(n))
+    assert wait_until(lambda: first.stats.buffered >= 1, within=60)
+    first.close(timeout=1)
+    endpoint = _endpoint_on(port)
+    try:
+        env = {**os.environ, "OPENLINEAGE_URL": endpoint.url, "PYTHONPATH": str(REPO)}
+        done = subprocess.run(
+            [sys.executable, "-m", "spark_emitter.buffer", "send", str(tmp_path)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        endpoint.stop()
+    assert done.returncode == 0, done.stderr
+    assert "3 event(s) sent" in done.stdout
+    assert _names(endpoint) == ["app.write_0", "app.write_1", "app.write_2"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_application_event_is_buffered_exactly_as_built(tmp_path: Path) -> None:
+    """The application's START has no parent facet; the client adds its tags facet to the
+    run facets it is given — never to our event, which must still be written as JSON."""
+    event = lineage_event(0, "START")
+    event["run"]["facets"] = {
+        "processing_engine": _facet(
+            "ProcessingEngineRunFacet", "1-1-1", openlineageAdapterVersion="1"
+        )
+    }
+    sender = _sender(f"http://127.0.0.1:{free_port()}", tmp_path, "app-1")
+    sender.submit(event)
+    assert wait_until(lambda: sender.stats.buffered == 1, within=60)
+    sender.close(timeout=1)
+    (kept,) = [json.loads(line) for line in (tmp_path / "app-1.jsonl").open()]
+    assert kept == event
