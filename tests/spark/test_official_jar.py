@@ -31,11 +31,12 @@ from proxy.app import create_app
 from proxy.destinations.archive_layout import finished_files
 from proxy.embedded_broker import EmbeddedBroker
 from proxy.serve import listener_tls, serving
-from tests.conftest import REPO, proxy_config
-from tests.kafka_reader import read_all_produced_so_far
 from tests.spark.conftest import LineageReceiver, event_types
 from tests.spark.side_by_side import Difference, compare, documented_differences
 from tests.spark.side_by_side_jobs import APP_NAME, NAMESPACE
+from tests.support.kafka_reader import read_all_produced_so_far
+from tests.support.paths import REPO
+from tests.support.proxies import proxy_config
 
 pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark"), pytest.mark.timeout(1800)]
 

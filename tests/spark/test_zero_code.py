@@ -22,9 +22,9 @@ import orjson
 import pytest
 
 from proxy.embedded_broker import free_port
-from tests.conftest import REPO
-from tests.kafka_reader import read_all_produced_so_far
 from tests.spark.conftest import event_types
+from tests.support.kafka_reader import read_all_produced_so_far
+from tests.support.paths import REPO
 
 pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark"), pytest.mark.timeout(900)]
 

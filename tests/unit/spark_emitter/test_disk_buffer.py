@@ -16,7 +16,7 @@ from pathlib import Path
 from proxy.embedded_broker import free_port
 from spark_emitter.buffer import DiskBuffer
 from spark_emitter.delivery import EventSender, open_client
-from tests.conftest import REPO
+from tests.support.paths import REPO
 from tests.unit.spark_emitter.test_delivery import ScriptedEndpoint, _facet, lineage_event
 
 
