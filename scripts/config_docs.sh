@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Regenerate what is generated from the config models: the JSON Schemas of config.yaml
 # and of rules files (schemas/) and the configuration reference (docs/configuration.md).
-# The tests fail when the committed copies are stale; run this after changing a model.
+# and the generated reference pages of the docs (CLI, HTTP API, metrics).
+# The tests fail when the committed copies are stale; run this after changing a model,
+# a command or a metric.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/venv.sh dev
@@ -9,3 +11,4 @@ mkdir -p schemas docs
 .venv/bin/lineage-proxy schema config > schemas/config.schema.json
 .venv/bin/lineage-proxy schema rules > schemas/rules.schema.json
 .venv/bin/lineage-proxy config-reference > docs/configuration.md
+.venv/bin/python -m proxy.docs_reference docs/reference
