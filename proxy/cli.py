@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -609,7 +610,115 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_tap_arguments(tap)
     tap.set_defaults(func=run_tap)
+    _describe(parser, ())
     return parser
+
+
+# What each command is for (where its help line is too short) and one example of it, shown
+# by its --help; a test holds every command to having both.
+_ABOUT: dict[tuple[str, ...], tuple[str | None, str]] = {
+    (): (None, "lineage-proxy serve --config config.yaml"),
+    ("serve",): (
+        "Runs the HTTP proxy: validates, authorizes and routes OpenLineage events, and "
+        "answers 2xx once every durable destination has them. With the embedded broker it "
+        "also starts it, and it runs the consumers of server.run_consumers in-process.",
+        "lineage-proxy serve --config config.yaml --workers auto",
+    ),
+    ("consume",): (None, "lineage-proxy consume marquez --config config.yaml"),
+    ("replay",): (
+        None,
+        "lineage-proxy replay --archive var/archive/events --to-consumer marquez "
+        "--config config.yaml --since 2026-11-01",
+    ),
+    ("validate",): (
+        "Checks event files as the proxy would (repairs included), without a proxy. Prints "
+        "file: /pointer: message per problem.",
+        "lineage-proxy validate events/*.json --config config.yaml",
+    ),
+    ("hash-token",): (
+        "Reads a token from stdin and prints its SHA-256, to put in config.yaml as "
+        "auth.tokens[].token_sha256 so the file holds no secret.",
+        'printf %s "$TEAM_A_TOKEN" | lineage-proxy hash-token',
+    ),
+    ("rules",): (
+        "Checks rules files, dry-runs events through them and runs rules unit tests.",
+        "lineage-proxy rules check routing_rules/examples/per-team-topics.yaml",
+    ),
+    ("rules", "check"): (None, "lineage-proxy rules check --config config.yaml"),
+    ("rules", "test"): (
+        None,
+        "lineage-proxy rules test routing_rules/examples/per-team-topics.yaml "
+        "--cases routing_rules/examples/per-team-topics.cases.yaml",
+    ),
+    ("dlq",): (None, "lineage-proxy dlq list --config config.yaml"),
+    ("dlq", "list"): (
+        "Lists dead letters, oldest first: id, time, consumer, event, key, reason.",
+        "lineage-proxy dlq list --consumer marquez --since 2026-11-23 --format json",
+    ),
+    ("dlq", "show"): (
+        "Prints one dead letter as JSON: the event, its headers and why it was dead-lettered.",
+        "lineage-proxy dlq show 2:41 --config config.yaml",
+    ),
+    ("dlq", "redrive"): (
+        None,
+        "lineage-proxy dlq redrive 2:41 2:57 --to-consumer marquez --dry-run",
+    ),
+    ("completion",): (
+        "Prints a completion script for bash, zsh or fish, generated from this parser.",
+        "source <(lineage-proxy completion bash)",
+    ),
+    ("schema",): (
+        "Prints the JSON Schema of config.yaml or of a rules file, for editors with the "
+        "YAML language server.",
+        "lineage-proxy schema config > schemas/config.schema.json",
+    ),
+    ("config-reference",): (
+        "Prints the configuration reference as Markdown: every key of config.yaml and of a "
+        "rules file, with its type, default and description.",
+        "lineage-proxy config-reference > docs/configuration.md",
+    ),
+    ("spark",): (
+        "Spark jobs over the archive: compaction to Parquet and the lineage graph tables.",
+        "lineage-proxy spark compact --archive var/archive/events --out warehouse/events",
+    ),
+    ("spark", "compact"): (
+        "Reads the archive's JSON Lines and appends the events not compacted yet to a "
+        "Parquet table partitioned by dt and namespace.",
+        "lineage-proxy spark compact --archive var/archive/events --out warehouse/events",
+    ),
+    ("spark", "graph"): (
+        "Builds the runs, dataset_edges, column_edges and facets tables from the archive.",
+        "lineage-proxy spark graph --archive var/archive/events --out warehouse/graph",
+    ),
+    ("tap",): (None, "lineage-proxy tap --url http://127.0.0.1:5000 --namespace 'team-a*'"),
+}
+
+
+def _describe(parser: argparse.ArgumentParser, path: tuple[str, ...]) -> None:
+    description, example = _ABOUT.get(path, (None, ""))
+    if description and not parser.description:
+        parser.description = description
+    if parser.description is None:  # the help line of the parent says it best
+        parser.description = _HELP_LINES.get(path)
+    if example:
+        # Raw, so the example keeps its line; the description is wrapped here instead.
+        parser.epilog = f"example:\n  {example}"
+        parser.formatter_class = argparse.RawDescriptionHelpFormatter
+        if parser.description:
+            parser.description = textwrap.fill(parser.description, 88)
+    for action in parser._actions:  # argparse keeps its sub-parsers only here
+        if isinstance(action, argparse._SubParsersAction):
+            for choice in action._choices_actions:
+                _HELP_LINES[(*path, choice.dest)] = _sentence(choice.help)
+            for name, sub in action.choices.items():
+                _describe(sub, (*path, name))
+
+
+_HELP_LINES: dict[tuple[str, ...], str | None] = {}
+
+
+def _sentence(help_line: str | None) -> str | None:
+    return None if not help_line else help_line[0].upper() + help_line[1:] + "."
 
 
 def main(argv: Sequence[str] | None = None) -> int:
