@@ -5,10 +5,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/venv.sh dev,spark
 # Debian packages some tests drive for real, installed here when missing and we are root:
-# chromium (the status page in a headless browser), zsh and fish (their completion scripts).
+# chromium (the status page in a headless browser), zsh and fish (their completion scripts),
+# postgresql (the database under the real Marquez, tests/support/marquez.py).
 # Without them those tests fail and say how to get them.
 missing=()
 for tool in chromium zsh fish; do command -v "$tool" >/dev/null 2>&1 || missing+=("$tool"); done
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
 if [ "${#missing[@]}" -gt 0 ] && [ "$(id -u)" -eq 0 ]; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}") \
     >/dev/null 2>&1 || echo "test.sh: could not install ${missing[*]} (apt-get install ...)" >&2

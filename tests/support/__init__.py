@@ -1,0 +1,1 @@
+"""Support code the tests share (runners of real components)."""
