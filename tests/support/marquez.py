@@ -325,10 +325,16 @@ class MarquezServer:
         self.log_path = self.root / "marquez.log"
         self.process: subprocess.Popen[bytes] | None = None
         self.started_in: float | None = None
+        self._began = 0.0
 
     def start(self) -> None:
         """Start the JVM and wait for the admin healthcheck (migrations run first)."""
-        began = time.monotonic()
+        self.launch()
+        self.wait_healthy()
+
+    def launch(self) -> None:
+        """Start the JVM without waiting (several servers then start side by side)."""
+        self._began = time.monotonic()
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 [
@@ -345,7 +351,12 @@ class MarquezServer:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        deadline = began + START_TIMEOUT
+
+    def wait_healthy(self) -> None:
+        """Until the admin port's /healthcheck answers 200; the JVM's exit or
+        START_TIMEOUT raise :class:`MarquezUnavailable` with the log's end."""
+        assert self.process is not None
+        deadline = self._began + START_TIMEOUT
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise MarquezUnavailable(
@@ -354,7 +365,7 @@ class MarquezServer:
             with contextlib.suppress(requests.RequestException):
                 health = f"http://127.0.0.1:{self.admin_port}/healthcheck"
                 if requests.get(health, timeout=2).status_code == 200:
-                    self.started_in = time.monotonic() - began
+                    self.started_in = time.monotonic() - self._began
                     return
             time.sleep(0.2)
         self.stop()
@@ -421,7 +432,9 @@ def marquez_servers(*names: str, root: Path | None = None) -> Iterator[dict[str,
         for name in names:
             servers[name] = MarquezServer(lib, cluster, name, base / name)
         for server in servers.values():
-            server.start()
+            server.launch()
+        for server in servers.values():
+            server.wait_healthy()
         yield servers
     finally:
         for server in servers.values():

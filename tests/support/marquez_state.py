@@ -8,10 +8,13 @@ the column lineage of each dataset and the lineage graph around each job
 nodes and edges, fields) are sorted, so two servers that stored the same thing compare
 equal. :func:`differences` lists every leaf that differs as ``path: left != right``.
 
-Fields a server fills from its own clock when it writes a row (``createdAt``,
-``updatedAt``) differ between any two servers fed the same events at different moments —
-they are :data:`SERVER_CLOCK_FIELDS`, left out of the comparison and named in
-docs/consumers/marquez.md; everything else must be equal.
+Two kinds of field differ between any two Marquez servers fed the very same events, so
+they are left out of the comparison (and named in docs/consumers/marquez.md): the clock
+times a server stamps on namespace, job and dataset rows when it writes them
+(:data:`SERVER_CLOCK_FIELDS`; a run's ``createdAt``/``updatedAt`` come from event times and
+*are* compared), and the random row identifiers it assigns (:data:`SERVER_ASSIGNED_IDS`;
+the versions they point at are compared through the version lists, whose ``version`` ids
+Marquez derives from the events). Everything else must be equal.
 """
 
 from __future__ import annotations
@@ -23,16 +26,22 @@ from urllib.parse import quote
 import requests
 
 __all__ = [
+    "SERVER_ASSIGNED_IDS",
     "SERVER_CLOCK_FIELDS",
     "api_get",
     "differences",
     "marquez_view",
     "post_events",
+    "post_raw",
     "stored_events",
 ]
 
 # Written by Marquez from its own clock when it stores a row (not from the event).
 SERVER_CLOCK_FIELDS = frozenset({"createdAt", "updatedAt"})
+# Row ids Marquez draws with UUID.randomUUID() (OpenLineageDao): differ on every server.
+SERVER_ASSIGNED_IDS = frozenset({"currentVersion", "parentJobUuid"})
+# Objects that are runs: their times come from the events' eventTime.
+_RUN_KEYS = frozenset({"runs", "latestRun", "latestRuns"})
 
 
 def api_get(base: str, path: str, **params: Any) -> Any:
@@ -46,13 +55,16 @@ def _q(name: str) -> str:
     return quote(name, safe="")
 
 
-def _canonical(value: Any) -> Any:
-    """Server-clock fields dropped, lists sorted by their JSON text (their order is not
-    part of what Marquez promises), recursively."""
+def _canonical(value: Any, in_run: bool = False) -> Any:
+    """Server-made fields dropped (clock times outside runs, random row ids), lists sorted
+    by their text (their order is not part of what Marquez promises), recursively."""
     if isinstance(value, dict):
-        return {k: _canonical(v) for k, v in value.items() if k not in SERVER_CLOCK_FIELDS}
+        dropped = SERVER_ASSIGNED_IDS if in_run else SERVER_ASSIGNED_IDS | SERVER_CLOCK_FIELDS
+        return {
+            k: _canonical(v, in_run or k in _RUN_KEYS) for k, v in value.items() if k not in dropped
+        }
     if isinstance(value, list):
-        items = [_canonical(v) for v in value]
+        items = [_canonical(v, in_run) for v in value]
         return sorted(items, key=lambda v: repr(v))
     return value
 
@@ -124,6 +136,17 @@ def post_events(base: str, events: Iterable[dict[str, Any]]) -> list[int]:
             session.post(f"{base}/api/v1/lineage", json=event, timeout=30).status_code
             for event in events
         ]
+
+
+def post_raw(base: str, body: bytes) -> tuple[int, bytes]:
+    """POST ``body`` as it is (it may not even be JSON): Marquez's status and body."""
+    response = requests.post(
+        f"{base}/api/v1/lineage",
+        data=body,
+        headers={"Content-Type": "application/json"},
+        timeout=30,
+    )
+    return response.status_code, response.content
 
 
 def stored_events(base: str, namespace: str | None = None) -> list[dict[str, Any]]:

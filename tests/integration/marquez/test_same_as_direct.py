@@ -39,6 +39,8 @@ pytestmark = [
     pytest.mark.integration,
     pytest.mark.marquez,
     pytest.mark.xdist_group("marquez"),
+    # A cold Marquez JVM (migrations included) takes ~2 min to start on a loaded 2-core box.
+    pytest.mark.timeout(900),
 ]
 
 
