@@ -29,6 +29,7 @@ from tests.integration.consumers.conftest import (
     TEST_GROUP,
     create_topic,
     dead_letter_count,
+    metric,
     produce,
     running,
 )
@@ -119,8 +120,7 @@ async def test_marquez_stopped_mid_stream_loses_nothing_and_keeps_order(
         stopped_at = time.monotonic()
         try:
             await asyncio.to_thread(produce, bootstrap, topic, _encoded(events[half:]))
-            retried = daemon.metrics.retried.labels(consumer=daemon.name)
-            await wait_for(lambda: retried._value.get() > 0, within=60, what="a retry")
+            await wait_for(lambda: metric(daemon, "retried") > 0, within=60, what="a retry")
             # The outage itself is the fault under test: Marquez stays down this long.
             await asyncio.sleep(max(0.0, stopped_at + outage_seconds - time.monotonic()))
         finally:

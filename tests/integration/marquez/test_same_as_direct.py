@@ -19,13 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import attr
-import orjson
 import pytest
 import yaml
 from openlineage.client import OpenLineageClient
 from openlineage.client.event_v2 import RunEvent, RunState
-from openlineage.client.serde import Serde
-from openlineage.client.transport.http import HttpConfig, HttpTransport
 
 from tests.client_events import every_facet_event
 from tests.conftest import REPO
@@ -80,14 +77,18 @@ async def test_openlineage_python_events_look_the_same_in_marquez(
             start,
             attr.evolve(start, eventType=final, eventTime="2026-11-23T10:02:03.500Z"),
         ]
-    events = [orjson.loads(Serde.to_json(e)) for e in emitted]
     async with (
         start_proxy() as url,
         consuming_into(tmp_path, broker.bootstrap_servers, topic, marquez["proxied"].url),
     ):
-        client = OpenLineageClient(transport=HttpTransport(HttpConfig(url=url)))
+        # What the client sends is more than what it was given (1.54 adds an
+        # openlineage_client_version tag): its own file transport records the sent events.
+        config = yaml.safe_load(_composite_config(tmp_path, url).read_text())
+        client = OpenLineageClient(config=config)
         for event in emitted:
             await asyncio.to_thread(client.emit, event)
+        events = _sent(tmp_path)
+        assert len(events) == len(emitted)
         view = await _assert_same_in_marquez(marquez, events)
     assert _states(view) == {"COMPLETED", "FAILED"}
     durations = {run.get("durationMs") for job in view["jobs"].values() for run in job["runs"]}
