@@ -121,13 +121,21 @@ def _mvn(work: Path, *goals: str) -> subprocess.CompletedProcess[str]:
     if shutil.which("mvn") is None:
         raise MarquezUnavailable("mvn is not on PATH (apt-get install maven)")
     return subprocess.run(
-        ["mvn", "-B", "-q", *goals], cwd=work, capture_output=True, text=True, timeout=1800
+        ["mvn", "-B", "-q", "-Dstyle.color=never", *goals],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=1800,
     )
 
 
 def _maven_errors(result: subprocess.CompletedProcess[str]) -> str:
-    lines = [line for line in result.stdout.splitlines() if line.startswith("[ERROR]")]
-    return (lines[0] if lines else result.stderr.strip()[-500:]).removeprefix("[ERROR] ")
+    """Maven's first ``[ERROR]`` line: which artifact or step failed."""
+    for line in (result.stdout + result.stderr).splitlines():
+        _, marker, text = line.partition("[ERROR] ")
+        if marker and text.strip():
+            return text.strip()
+    return (result.stderr or result.stdout).strip()[-500:]
 
 
 def _fetch_from_central(lib: Path, work: Path) -> str | None:
@@ -135,6 +143,7 @@ def _fetch_from_central(lib: Path, work: Path) -> str | None:
     (work / "pom.xml").write_text(_pom([(COORDINATE, "compile")]))
     result = _mvn(
         work,
+        "-U",  # ask Central again: a refusal cached by an earlier run is not the answer
         "dependency:copy-dependencies",
         "-DincludeScope=runtime",
         f"-DoutputDirectory={lib}",
