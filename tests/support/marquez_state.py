@@ -39,7 +39,7 @@ __all__ = [
 # Written by Marquez from its own clock when it stores a row (not from the event).
 SERVER_CLOCK_FIELDS = frozenset({"createdAt", "updatedAt"})
 # Row ids Marquez draws with UUID.randomUUID() (OpenLineageDao): differ on every server.
-SERVER_ASSIGNED_IDS = frozenset({"currentVersion", "parentJobUuid"})
+SERVER_ASSIGNED_IDS = frozenset({"currentVersion", "parentJobUuid", "datasetVersion"})
 # Objects that are runs: their times come from the events' eventTime.
 _RUN_KEYS = frozenset({"runs", "latestRun", "latestRuns"})
 
