@@ -7,11 +7,13 @@ scripts/venv.sh dev,spark
 # Debian packages some tests drive for real, installed here when missing and we are root:
 # chromium (the status page in a headless browser), zsh and fish (their completion scripts),
 # strace (the fsync-before-2xx tests record the proxy's system calls), promtool (package
-# prometheus: checks and unit-tests deploy/prometheus's alert rules).
+# prometheus: checks and unit-tests deploy/prometheus's alert rules), postgresql (the
+# database under the real Marquez, tests/support/marquez.py).
 # Without them those tests fail and say how to get them.
 missing=()
 for tool in chromium zsh fish strace; do command -v "$tool" >/dev/null 2>&1 || missing+=("$tool"); done
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
 if [ "${#missing[@]}" -gt 0 ] && [ "$(id -u)" -eq 0 ]; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}") \
     >/dev/null 2>&1 || echo "test.sh: could not install ${missing[*]} (apt-get install ...)" >&2

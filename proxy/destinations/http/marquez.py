@@ -26,7 +26,9 @@ class MarquezTarget(HttpTarget):
 
     def judge(self, status: int, body: bytes) -> Verdict:
         if status == 500 and _body_code(body) == 400:
-            return Verdict(False, False, "Marquez could not parse the event (HTTP 500, code 400)")
+            return Verdict(
+                False, False, "Marquez refused the event: could not parse it (HTTP 500, code 400)"
+            )
         if status in (400, 422):
             return Verdict(False, False, f"Marquez refused the event (HTTP {status})")
         return judge_status(status)

@@ -110,7 +110,8 @@ async def test_refused_and_poison_messages_go_to_the_dlq_and_later_events_are_de
     topic = topic_with(3)
     key = "run:team-a/etl.daily"
     good = [run_event(event_type=t) for t in ("START", "RUNNING", "COMPLETE")]
-    bad_value = run_event(event_type="BOGUS")  # Marquez: 400
+    bad_value = run_event()
+    del bad_value["job"]["name"]  # Marquez: 422
     messages = [
         (key, orjson.dumps(good[0])),
         (key, orjson.dumps(bad_value)),
@@ -138,9 +139,9 @@ async def test_refused_and_poison_messages_go_to_the_dlq_and_later_events_are_de
     assert sorted(by_offset) == [1, 2, 4]
     refused, poison, null_field = by_offset[1], by_offset[2], by_offset[4]
     assert refused.value == orjson.dumps(bad_value) and refused.key == key
-    assert refused.headers["dlq_http_status"] == b"400"
+    assert refused.headers["dlq_http_status"] == b"422"
     assert b"refused" in refused.headers["dlq_reason"]
-    assert b"bad eventType" in refused.headers["dlq_response_excerpt"]
+    assert b"job.name must not be null" in refused.headers["dlq_response_excerpt"]
     assert refused.headers["dlq_retriable"] == b"false"
     assert poison.headers["dlq_reason"].startswith(b"poison")
     assert "dlq_http_status" not in poison.headers

@@ -83,7 +83,7 @@ async def test_dead_letters_are_listed_shown_and_redriven_without_leaving_the_dl
 ):
     bootstrap = broker.bootstrap_servers
     topic = topic_with(3)
-    bogus = run_event(event_type="BOGUS")  # Marquez: 400
+    bogus = {**run_event(event_type="OTHER"), "eventTime": "2026-11-23"}  # Marquez: 500 code 400
     null_time = {"eventTime": None, "producer": "x", "run": {"runId": "r"}}  # Marquez: 422
     messages = [
         (KEY, orjson.dumps(run_event(event_type="START"))),
@@ -112,9 +112,9 @@ async def test_dead_letters_are_listed_shown_and_redriven_without_leaving_the_dl
         listed = [orjson.loads(line) for line in out.splitlines()]
         assert len(listed) == 3, out
         by_type = {entry["event_type"]: entry for entry in listed}
-        assert set(by_type) == {"BOGUS", None}
-        assert by_type["BOGUS"]["http_status"] == "400" and by_type["BOGUS"]["key"] == KEY
-        assert by_type["BOGUS"]["job"] == "team-a/etl.daily"
+        assert set(by_type) == {"OTHER", None}
+        assert by_type["OTHER"]["http_status"] == "500" and by_type["OTHER"]["key"] == KEY
+        assert by_type["OTHER"]["job"] == "team-a/etl.daily"
         assert all(entry["consumer"] == "to-marquez" and entry["time"] for entry in listed)
         poison = [e for e in listed if e["reason"].startswith("poison")]
         refused = [e for e in listed if not e["reason"].startswith("poison")]
@@ -125,10 +125,10 @@ async def test_dead_letters_are_listed_shown_and_redriven_without_leaving_the_dl
         assert code == 0 and out == ""
 
         # show: the record whole, the event parsed, the source named
-        code, out, _ = await _dlq(cli, "show", by_type["BOGUS"]["id"], "--topic", dlq_topic)
+        code, out, _ = await _dlq(cli, "show", by_type["OTHER"]["id"], "--topic", dlq_topic)
         assert code == 0
         shown = orjson.loads(out)
-        assert shown["event"] == bogus and shown["reason"] == by_type["BOGUS"]["reason"]
+        assert shown["event"] == bogus and shown["reason"] == by_type["OTHER"]["reason"]
         assert shown["source"] == {
             "topic": topic,
             "partition": shown["source"]["partition"],
@@ -156,24 +156,28 @@ async def test_dead_letters_are_listed_shown_and_redriven_without_leaving_the_dl
         # to another topic, and by default to the topic they came from
         other = f"{topic}.fixed"
         create_topic(bootstrap, other, 1)
-        code, out, err = await _dlq(cli, "redrive", by_type["BOGUS"]["id"], "--to-topic", other)
+        code, out, err = await _dlq(cli, "redrive", by_type["OTHER"]["id"], "--to-topic", other)
         assert code == 0, err
         landed = await asyncio.to_thread(read_all_produced_so_far, bootstrap, other)
         assert [(r.key, orjson.loads(r.value)) for r in landed] == [(KEY, bogus)]
         # a missing topic: refused with the flag to give, which is then accepted
         missing = f"{topic}.new"
-        bogus_id = by_type["BOGUS"]["id"]
+        bogus_id = by_type["OTHER"]["id"]
         code, _, err = await _dlq(cli, "redrive", bogus_id, "--to-topic", missing)
         assert code == 2 and "give --create-topic to create it" in err, err
         code, _, err = await _dlq(cli, "redrive", bogus_id, "--to-topic", missing, "--create-topic")
         assert code == 0, err
         landed = await asyncio.to_thread(read_all_produced_so_far, bootstrap, missing)
         assert [orjson.loads(r.value) for r in landed] == [bogus]
-        code, out, err = await _dlq(cli, "redrive", "--consumer", "to-marquez", "--reason", "400")
+        code, out, err = await _dlq(
+            cli, "redrive", "--consumer", "to-marquez", "--reason", "code 400"
+        )
         assert code == 0, err
-        assert out.splitlines() == [f"redriven {by_type['BOGUS']['id']}"]
+        assert out.splitlines() == [f"redriven {by_type['OTHER']['id']}"]
         source = await asyncio.to_thread(read_all_produced_so_far, bootstrap, topic)
-        assert [orjson.loads(r.value) for r in source if b"BOGUS" in r.value] == [bogus, bogus]
+        assert [
+            orjson.loads(r.value) for r in source if b'"eventTime":"2026-11-23"' in r.value
+        ] == [bogus, bogus]
 
         # usage errors: exit 2, nothing sent
         for args in (

@@ -105,7 +105,7 @@ async def test_replay_filters_by_time_window_and_namespace(tmp_path):
 
 async def test_events_the_target_refuses_are_counted_and_the_rest_still_sent(tmp_path):
     bad = _event("team-a", "2026-11-21T00:00:00Z")
-    bad["eventType"] = "BOGUS"
+    del bad["job"]["name"]  # Marquez: 422
     good = _event("team-a", "2026-11-21T00:00:01Z")
     writer = ArchiveWriter(tmp_path)
     await writer.start()
