@@ -112,8 +112,11 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[FIGURES_DIRECTORY] = tempfile.mkdtemp(prefix="lineage-proxy-test-figures-")
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark the tests of each of XDIST_GROUPS with its xdist group."""
+    """Mark the tests of each of XDIST_GROUPS with its xdist group — first, before
+    pytest-xdist's own hook reads the marks to name each test's group (run after it, the
+    marks came too late and every worker started its own SparkSession)."""
     for item in items:
         for prefix, group in XDIST_GROUPS.items():
             if item.nodeid.startswith(prefix):
