@@ -3,8 +3,7 @@
 A consumer daemon reads Kafka and writes to a bucket (kind ``object_archive``). Under
 load every event lands in a finished object of the archive layout; while the store is
 stopped nothing is committed past what is stored and nothing is dead-lettered, and the
-consumer resumes by itself; a consumer SIGKILLed mid-upload leaves no visible object and
-its events are uploaded again after a restart. Figures: sent, found in the bucket,
+consumer resumes by itself. Figures: sent, found in the bucket,
 duplicates, dead-lettered, seconds to recover, lost (0).
 """
 
@@ -13,22 +12,16 @@ from __future__ import annotations
 import asyncio
 import gzip
 import re
-import signal
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-import yaml
 
-from proxy.embedded_broker import free_port
 from tests.faults.figures import report
 from tests.integration.consumers.conftest import (
-    TEST_GROUP,
     committed_offsets,
-    consume_process,
     consumer_config,
     create_topic,
     dead_letter_count,
@@ -37,7 +30,6 @@ from tests.integration.consumers.conftest import (
     running,
     seq,
     sequenced_run_events,
-    status_of,
 )
 from tests.support.s3_server import ACCESS_KEY, SECRET_KEY, S3Server
 from tests.waiting import wait_for
@@ -198,80 +190,3 @@ async def test_store_stopped_60_s_holds_offsets_dead_letters_nothing_and_resumes
     broker, topic, s3, credentials
 ):
     await _outage(broker, topic, s3, 60.0)
-
-
-async def test_consumer_killed_mid_upload_leaves_no_object_and_uploads_again(
-    broker, topic, s3, credentials, tmp_path: Path
-):
-    """Objects of 5 MiB parts that are never finished by age: once a part is uploaded
-    the consumer gets SIGKILL. Nothing is visible; the restarted consumer aborts the
-    stale upload and stores every event."""
-    bootstrap = broker.bootstrap_servers
-    create_topic(bootstrap, topic, 1)
-    events = sequenced_run_events(runs=10, per_run=300)  # ~2 KB each: > 5 MiB
-    prefix = f"kill-{topic}"
-    port = free_port()
-    consumer: dict[str, Any] = {
-        "target": target(
-            s3, prefix, max_file_age_seconds=3600, part_bytes=5 * 1024 * 1024, batch_events=500
-        ),
-        "topics": [topic],
-        "group_id": f"group.{topic}",
-        "group": TEST_GROUP,
-        "commit_interval_seconds": 0.2,
-        "status_port": port,
-    }
-    config_path = tmp_path / "config.yaml"
-    config_path.write_text(
-        yaml.safe_dump({"kafka": {"bootstrap_servers": bootstrap}, "consumers": {"s3": consumer}})
-    )
-    first = consume_process(config_path, "s3")
-    try:
-        await asyncio.to_thread(produce, bootstrap, topic, encoded(events))
-        await wait_for(
-            lambda: asyncio.to_thread(open_uploads, s3, prefix) > 0 or first.poll() is not None,
-            within=120,
-            what="a multipart upload in progress",
-        )
-        assert first.poll() is None, first.log()
-    finally:
-        first.send_signal(signal.SIGKILL)
-        await asyncio.to_thread(first.wait, 30)
-    assert stored_events(s3, prefix) == []  # the part uploaded is not visible
-    assert open_uploads(s3, prefix) == 1
-    [committed] = committed_offsets(bootstrap, f"group.{topic}", topic, 1)
-    assert committed <= 0  # nothing was acknowledged
-
-    consumer["target"].update(max_file_age_seconds=1.0, abort_uploads_after_seconds=0.001)
-    config_path.write_text(
-        yaml.safe_dump({"kafka": {"bootstrap_servers": bootstrap}, "consumers": {"s3": consumer}})
-    )
-    second = consume_process(config_path, "s3")
-    started = asyncio.get_running_loop().time()
-    try:
-        await wait_for(
-            lambda: (
-                asyncio.to_thread(
-                    lambda: len({seq(e) for e in stored_events(s3, prefix)}) >= len(events)
-                )
-                if second.poll() is None
-                else True
-            ),
-            within=180,
-            what="every event stored after the restart",
-        )
-        assert second.poll() is None, second.log()
-        recovered = asyncio.get_running_loop().time() - started
-        status, _ = await status_of(port, "/healthz")
-    finally:
-        second.send_signal(signal.SIGTERM)
-        await asyncio.to_thread(second.wait, 60)
-    found = Counter(seq(e) for e in stored_events(s3, prefix))
-    figures = report(
-        "object archive: consumer SIGKILLed mid-upload, restarted",
-        **_figures(events, found, bootstrap, topic),
-        seconds_to_recover=round(recovered, 2),
-    )
-    assert figures["lost"] == 0 and figures["dead_lettered"] == 0
-    assert open_uploads(s3, prefix) == 0  # the stale upload was aborted
-    assert status == 200
