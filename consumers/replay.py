@@ -1,7 +1,8 @@
 """``lineage-proxy replay``: re-send archived events in event-time order.
 
 Reads the archive's finished files (``dt=YYYY-MM-DD/namespace=…/``, JSON Lines, gzip or
-not — the layout of :mod:`proxy.destinations.archive`), keeps the events inside
+not — the layout of :mod:`proxy.destinations.archive`), from a directory or an object
+store (``s3://bucket/prefix``, see :mod:`consumers.archive_objects`), keeps the events inside
 ``--since``/``--until``/``--namespace``, and sends them oldest first to a configured
 consumer's target (e.g. backfilling a fresh Marquez) or to a Kafka topic. One day is
 sorted at a time: an archive day is the UTC date of ``eventTime``, so days in order and
@@ -27,8 +28,9 @@ import contextlib
 import itertools
 import logging
 import sys
+import tempfile
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -37,11 +39,13 @@ from typing import Any, TextIO
 import orjson
 from confluent_kafka import KafkaException
 
+from consumers.archive_objects import download_day, object_days, store_client
 from consumers.config import ConsumerConfig
 from consumers.sorted_day import LineReader, SortedDay, sort_day
 from proxy.destinations.archive import escape_partition_value, finished_files
 from proxy.destinations.base import DeliveryError, Destination
 from proxy.destinations.config import KafkaConfig, KafkaDestinationConfig, SpoolConfig
+from proxy.destinations.object_archive import split_archive_url
 from proxy.destinations.registry import DestinationResources, build_destination
 from proxy.destinations.retry import CircuitBreaker
 from proxy.openlineage import subject_name
@@ -106,21 +110,32 @@ class ReplayResult:
     unreadable: int = 0
 
 
-def _days(archive: Path, keep: ReplayFilter) -> dict[date, list[Path]]:
-    """Finished files by archive day, pruned by day and namespace partition."""
+def _kept_day(keep: ReplayFilter) -> Callable[[str, str], date | None]:
+    """The archive day of a file in ``day_dir/namespace_dir``, or None when ``keep``
+    leaves it out (by day or namespace partition); for directories and buckets alike."""
     wanted_namespace = (
         f"namespace={escape_partition_value(keep.namespace)}" if keep.namespace else None
     )
-    days: dict[date, list[Path]] = {}
-    for path in finished_files(archive):
-        day_dir, namespace_dir = path.parent.parent.name, path.parent.name
+
+    def kept(day_dir: str, namespace_dir: str) -> date | None:
         try:
             day = date.fromisoformat(day_dir.removeprefix("dt="))
         except ValueError:
-            continue
+            return None
         if wanted_namespace is not None and namespace_dir not in (wanted_namespace, _NO_NAMESPACE):
-            continue
-        if keep.keeps_day(day):
+            return None
+        return day if keep.keeps_day(day) else None
+
+    return kept
+
+
+def _days(archive: Path, keep: ReplayFilter) -> dict[date, list[Path]]:
+    """Finished files by archive day, pruned by day and namespace partition."""
+    kept = _kept_day(keep)
+    days: dict[date, list[Path]] = {}
+    for path in finished_files(archive):
+        day = kept(path.parent.parent.name, path.parent.name)
+        if day is not None:
             days.setdefault(day, []).append(path)
     return dict(sorted(days.items()))
 
@@ -152,12 +167,23 @@ def _line_reader(keep: ReplayFilter, result: ReplayResult) -> LineReader:
 
 
 async def archived_days(
-    archive: Path, keep: ReplayFilter, result: ReplayResult
+    archive: Path | str,
+    keep: ReplayFilter,
+    result: ReplayResult,
+    consumers: Mapping[str, ConsumerConfig] | None = None,
 ) -> AsyncIterator[tuple[date, SortedDay, float]]:
     """Per archive day, oldest first: the day's kept events in event-time order (sorted
     in bounded memory, closed once the next day is asked for), and the share of the
-    archive's bytes (of the days kept) the day holds, for an ETA."""
-    days = await asyncio.to_thread(_days, archive, keep)
+    archive's bytes (of the days kept) the day holds, for an ETA.
+
+    ``archive`` is a directory or an ``s3://``/``s3a://`` URL (read with the settings of
+    the ``consumers`` writing to that bucket, see :mod:`consumers.archive_objects`)."""
+    remote = split_archive_url(str(archive))
+    if remote is not None:
+        async for item in _object_days(remote, keep, result, consumers or {}):
+            yield item
+        return
+    days = await asyncio.to_thread(_days, Path(archive), keep)
     sizes = {day: sum(path.stat().st_size for path in paths) for day, paths in days.items()}
     total = sum(sizes.values()) or 1
     read = _line_reader(keep, result)
@@ -167,6 +193,29 @@ async def archived_days(
             yield day, entries, sizes[day] / total
         finally:
             entries.close()
+
+
+async def _object_days(
+    remote: tuple[str, str],
+    keep: ReplayFilter,
+    result: ReplayResult,
+    consumers: Mapping[str, ConsumerConfig],
+) -> AsyncIterator[tuple[date, SortedDay, float]]:
+    """:func:`archived_days` of a bucket: each day fetched into a temporary directory."""
+    bucket, prefix = remote
+    client = await asyncio.to_thread(store_client, bucket, consumers)
+    days = await asyncio.to_thread(object_days, client, bucket, prefix, _kept_day(keep))
+    sizes = {day: sum(size for _, size in objects) for day, objects in days.items()}
+    total = sum(sizes.values()) or 1
+    read = _line_reader(keep, result)
+    for day, objects in days.items():
+        with tempfile.TemporaryDirectory(prefix="lineage-replay-") as scratch:
+            paths = await asyncio.to_thread(download_day, client, bucket, objects, Path(scratch))
+            entries = await asyncio.to_thread(sort_day, paths, read)
+            try:
+                yield day, entries, sizes[day] / total
+            finally:
+                entries.close()
 
 
 def _duration(seconds: float) -> str:
@@ -213,7 +262,7 @@ class _Progress:
 async def replay(
     consumers: Mapping[str, ConsumerConfig],
     kafka: KafkaConfig,
-    archive: Path,
+    archive: Path | str,
     to: str,
     keep: ReplayFilter,
     progress_stream: TextIO | None = sys.stderr,
@@ -232,7 +281,7 @@ async def replay(
         try:
             behind = 0.0  # share of the archive's bytes of the days done
             step = _TOPIC_WINDOW if to_topic else 1
-            async for day, entries, share in archived_days(archive, keep, result):
+            async for day, entries, share in archived_days(archive, keep, result, consumers):
                 events, done = entries.events(), 0
                 # Read a window at a time off the loop (spilled runs are files).
                 while window := await asyncio.to_thread(

@@ -31,12 +31,11 @@ from tests.integration.consumers.conftest import (
     seq,
     sequenced_run_events,
 )
-from tests.support.s3_server import ACCESS_KEY, SECRET_KEY, S3Server
+from tests.support.s3_server import BUCKET, S3Server, object_archive_target, s3_credentials
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group("s3")]
 
-BUCKET = "lineage-archive"
 _KEY = re.compile(
     r"^(?P<prefix>[^/]+(?:/[^/]+)*)/dt=\d{4}-\d{2}-\d{2}/namespace=[^/]+/events-\d{8}T\d{6}Z-"
     r"[^/]+\.jsonl(\.gz)?$"
@@ -56,25 +55,12 @@ def s3(tmp_path_factory) -> Iterator[S3Server]:
 
 @pytest.fixture
 def credentials(monkeypatch) -> None:
-    monkeypatch.setenv("S3_TEST_KEY", ACCESS_KEY)
-    monkeypatch.setenv("S3_TEST_SECRET", SECRET_KEY)
+    for name, value in s3_credentials().items():
+        monkeypatch.setenv(name, value)
 
 
 def target(s3: S3Server, prefix: str, **fields: Any) -> dict[str, Any]:
-    return {
-        "kind": "object_archive",
-        "bucket": BUCKET,
-        "prefix": prefix,
-        "endpoint_url": s3.endpoint,
-        "region": "us-east-1",
-        "path_style": True,
-        "access_key_id_env": "S3_TEST_KEY",
-        "secret_access_key_env": "S3_TEST_SECRET",
-        "max_file_age_seconds": 0.5,
-        "batch_events": 100,
-        "request_timeout_seconds": 3,
-        **fields,
-    }
+    return object_archive_target(s3, prefix, **fields)
 
 
 def stored_events(s3: S3Server, prefix: str) -> list[dict[str, Any]]:

@@ -18,7 +18,15 @@ from typing import Any
 
 from proxy.embedded_broker import free_port
 
-__all__ = ["ACCESS_KEY", "SECRET_KEY", "S3Server", "s3proxy_classpath"]
+__all__ = [
+    "ACCESS_KEY",
+    "BUCKET",
+    "SECRET_KEY",
+    "S3Server",
+    "object_archive_target",
+    "s3_credentials",
+    "s3proxy_classpath",
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 ACCESS_KEY = "lineage-test-key"
@@ -149,3 +157,30 @@ def _environment(**values: str) -> Any:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+BUCKET = "lineage-archive"
+
+
+def object_archive_target(server: S3Server, prefix: str, **fields: Any) -> dict[str, Any]:
+    """An ``object_archive`` target of ``server``'s bucket (credentials in S3_TEST_KEY and
+    S3_TEST_SECRET: see :func:`s3_credentials`), objects finished after 0.5 s."""
+    return {
+        "kind": "object_archive",
+        "bucket": BUCKET,
+        "prefix": prefix,
+        "endpoint_url": server.endpoint,
+        "region": "us-east-1",
+        "path_style": True,
+        "access_key_id_env": "S3_TEST_KEY",
+        "secret_access_key_env": "S3_TEST_SECRET",
+        "max_file_age_seconds": 0.5,
+        "batch_events": 100,
+        "request_timeout_seconds": 3,
+        **fields,
+    }
+
+
+def s3_credentials() -> dict[str, str]:
+    """The environment an object_archive target of :func:`object_archive_target` needs."""
+    return {"S3_TEST_KEY": ACCESS_KEY, "S3_TEST_SECRET": SECRET_KEY}
