@@ -6,7 +6,7 @@
 #   scripts/s3.sh classpath         fetch if needed, print S3Proxy's java classpath (the
 #                                   tests' tests/support/s3_server.py calls this: one place)
 #   scripts/s3.sh hadoop-aws-jars   fetch if needed, print the comma-separated jars Spark
-#                                   needs for s3a:// (hadoop-aws + the AWS SDK v2 bundle),
+#                                   needs for s3a:// (hadoop-aws + the AWS SDK v2 bundle…),
 #                                   for spark.jars
 #
 # The jars go to ${LINEAGE_PROXY_CACHE:-~/.cache/lineage-proxy}/s3proxy-<version>/libs and
@@ -66,9 +66,9 @@ case "${1:-}" in
     ;;
   hadoop-aws-jars)
     fetch "hadoop-aws-$hadoop_aws_version" org.apache.hadoop hadoop-aws "$hadoop_aws_version"
-    # Only the connector and the SDK bundle: PySpark brings Hadoop's client itself, and
-    # a second copy of hadoop-common on spark.jars would clash with it.
-    ls "$cache/hadoop-aws-$hadoop_aws_version/libs/"{hadoop-aws-*.jar,bundle-*.jar} | paste -sd, -
+    # hadoop-aws's runtime closure is the connector, the AWS SDK bundle, the analytics
+    # accelerator and wildfly-openssl: PySpark brings Hadoop's client jars itself.
+    ls "$cache/hadoop-aws-$hadoop_aws_version/libs/"*.jar | paste -sd, -
     ;;
   *)
     sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2

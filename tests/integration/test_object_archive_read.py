@@ -1,9 +1,16 @@
 """The object-store archive read where it lies: ``replay --archive s3://bucket/prefix``
-against a real S3-compatible server (S3Proxy), events written by the object_archive
-writer (plain and gzip objects, two days, two namespaces)."""
+and ``lineage-proxy spark compact|graph --archive s3a://bucket/prefix`` (PySpark local
+mode, hadoop-aws from the Maven cache) against a real S3-compatible server (S3Proxy);
+events written by the object_archive writer (plain and gzip objects, two days, two
+namespaces)."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import re
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import orjson
@@ -13,9 +20,17 @@ from consumers.replay import ReplayFilter, parse_time, replay
 from proxy.config import ProxyConfig
 from proxy.destinations.config import ObjectArchiveDestinationConfig
 from proxy.destinations.object_archive import ObjectArchiveWriter
+from tests.conftest import REPO
 from tests.doubles.marquez_double import MarquezDouble
 from tests.sample_events import run_event
-from tests.support.s3_server import BUCKET, S3Server, object_archive_target, s3_credentials
+from tests.support.s3_server import (
+    ACCESS_KEY,
+    BUCKET,
+    SECRET_KEY,
+    S3Server,
+    object_archive_target,
+    s3_credentials,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("s3")]
 
@@ -127,3 +142,56 @@ async def test_replay_from_the_bucket_filters_by_namespace(s3, credentials):
         "2026-11-20T23:59:59Z",
         "2026-11-21T10:00:00Z",
     ]
+
+
+def _spark_cli(s3: S3Server, *argv: str) -> subprocess.CompletedProcess[str]:
+    """``lineage-proxy spark …`` as a process: its session loads hadoop-aws from the cache
+    and reaches the store through the AWS_* variables."""
+    environment = {
+        **os.environ,
+        "AWS_ENDPOINT_URL": s3.endpoint,
+        "AWS_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+        "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "proxy", "spark", *argv, "--master", "local[2]"],
+        cwd=REPO,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+async def test_spark_compact_and_graph_read_the_bucket_with_s3a(s3, credentials):
+    jars = await asyncio.to_thread(
+        subprocess.run,
+        [str(REPO / "scripts" / "s3.sh"), "hadoop-aws-jars"],
+        capture_output=True,
+        check=False,
+    )
+    assert jars.returncode == 0, jars.stderr
+    prefix = "spark"
+    archived = await _archive(s3, prefix)
+    archive = f"s3a://{BUCKET}/{prefix}"
+    compacted = await asyncio.to_thread(
+        _spark_cli, s3, "compact", "--archive", archive, "--out", f"s3a://{BUCKET}/compacted"
+    )
+    assert compacted.returncode == 0, compacted.stderr[-3000:]
+    assert f"{len(archived)} event(s) read, {len(archived)} added" in compacted.stdout
+    keys = [
+        item["Key"]
+        for item in s3.client()
+        .list_objects_v2(Bucket=BUCKET, Prefix="compacted/")
+        .get("Contents", [])
+    ]
+    assert any(re.search(r"/dt=2026-11-20/namespace=team-b/.*\.parquet$", k) for k in keys), keys
+    graph = await asyncio.to_thread(
+        _spark_cli, s3, "graph", "--archive", archive, "--out", f"s3a://{BUCKET}/graph"
+    )
+    assert graph.returncode == 0, graph.stderr[-3000:]
+    assert "runs:" in graph.stdout
