@@ -167,7 +167,9 @@ def _spark_cli(s3: S3Server, *argv: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.spark
 @pytest.mark.slow
-async def test_spark_compact_and_graph_read_the_bucket_with_s3a(s3, credentials):
+async def test_spark_compact_and_graph_read_the_bucket_with_s3a(s3, credentials, tmp_path):
+    """The archive is read from the bucket by S3A; the outputs go to local directories
+    (writing Spark output to S3Proxy through S3A fails: see docs/consumers/object-storage.md)."""
     jars = await asyncio.to_thread(
         subprocess.run,
         [str(REPO / "scripts" / "s3.sh"), "hadoop-aws-jars"],
@@ -179,19 +181,14 @@ async def test_spark_compact_and_graph_read_the_bucket_with_s3a(s3, credentials)
     archived = await _archive(s3, prefix)
     archive = f"s3a://{BUCKET}/{prefix}"
     compacted = await asyncio.to_thread(
-        _spark_cli, s3, "compact", "--archive", archive, "--out", f"s3a://{BUCKET}/compacted"
+        _spark_cli, s3, "compact", "--archive", archive, "--out", str(tmp_path / "compacted")
     )
     assert compacted.returncode == 0, compacted.stderr[-3000:]
     assert f"{len(archived)} event(s) read, {len(archived)} added" in compacted.stdout
-    keys = [
-        item["Key"]
-        for item in s3.client()
-        .list_objects_v2(Bucket=BUCKET, Prefix="compacted/")
-        .get("Contents", [])
-    ]
-    assert any(re.search(r"/dt=2026-11-20/namespace=team-b/.*\.parquet$", k) for k in keys), keys
+    written = [str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*.parquet")]
+    assert any(re.search(r"dt=2026-11-20/namespace=team-b/", p) for p in written), written
     graph = await asyncio.to_thread(
-        _spark_cli, s3, "graph", "--archive", archive, "--out", f"s3a://{BUCKET}/graph"
+        _spark_cli, s3, "graph", "--archive", archive, "--out", str(tmp_path / "graph")
     )
     assert graph.returncode == 0, graph.stderr[-3000:]
-    assert "runs:" in graph.stdout
+    assert "runs: " in graph.stdout, graph.stdout
