@@ -239,9 +239,10 @@ class ObjectArchiveDestinationConfig(StrictModel):
     endpoint_url: str | None = None
     # Region for request signing; null: the AWS chain's (AWS_REGION, ~/.aws/config).
     region: str | None = None
-    # Names of environment variables holding the access key id and the secret key; null:
-    # the AWS chain finds credentials.
+    # Name of the environment variable holding the access key id (with
+    # secret_access_key_env); null: the AWS chain finds credentials.
     access_key_id_env: str | None = None
+    # Name of the environment variable holding the secret access key.
     secret_access_key_env: str | None = None
     # Path-style URLs (endpoint/bucket/key): most self-hosted servers need them.
     path_style: bool = False
