@@ -18,6 +18,7 @@ from proxy.destinations.config import (
     DestinationConfig,
     HttpDestinationConfig,
     KafkaDestinationConfig,
+    ObjectArchiveDestinationConfig,
 )
 from proxy.destinations.http.targets import HttpTargetConfig
 from proxy.destinations.retry_config import BreakerConfig, RetryConfig
@@ -41,7 +42,10 @@ KafkaSetting = str | int | float | bool
 # directly (``{kind: marquez, url: ...}``), not inside ``{kind: http, target: {...}}`` as in
 # a rules file. The rules-file spelling is accepted too (see :func:`_http_target_directly`).
 ConsumerTarget = Annotated[
-    HttpTargetConfig | ArchiveDestinationConfig | KafkaDestinationConfig,
+    HttpTargetConfig
+    | ArchiveDestinationConfig
+    | ObjectArchiveDestinationConfig
+    | KafkaDestinationConfig,
     Field(discriminator="kind"),
 ]
 
@@ -97,7 +101,8 @@ class DedupeConfig(StrictModel):
 
 
 class ConsumerConfig(StrictModel):
-    # Where events go; kind: http, marquez, egeria, datahub, archive or kafka.
+    # Where events go; kind: http, marquez, egeria, datahub, archive, object_archive
+    # or kafka.
     target: Annotated[ConsumerTarget, BeforeValidator(_http_target_directly)]
     # Topics to read; null means the proxy's kafka.topic.
     topics: list[str] | None = None
@@ -165,6 +170,9 @@ class ConsumerConfig(StrictModel):
         """The target as the one destination config union that
         :func:`~proxy.destinations.registry.build_destination` builds."""
         target = self.target
-        if isinstance(target, ArchiveDestinationConfig | KafkaDestinationConfig):
+        if isinstance(
+            target,
+            ArchiveDestinationConfig | ObjectArchiveDestinationConfig | KafkaDestinationConfig,
+        ):
             return target
         return HttpDestinationConfig(kind="http", target=target, required=True)

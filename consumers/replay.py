@@ -1,8 +1,9 @@
 """``lineage-proxy replay``: re-send archived events in event-time order.
 
 Reads the archive's files (``dt=YYYY-MM-DD/namespace=…/``, JSON Lines, gzip or not — the
-layout of :mod:`proxy.destinations.archive`), those still being written (``_*.inprogress``,
-the latest events) included up to their last whole line, and keeps the events inside
+layout of :mod:`proxy.destinations.archive`) from a directory — those still being written
+(``_*.inprogress``, the latest events) included up to their last whole line — or from an
+object store (``s3://bucket/prefix``, see :mod:`consumers.archive_objects`), keeps the events inside
 ``--since``/``--until``/``--namespace``, and sends them oldest first to a configured
 consumer's target (e.g. backfilling a fresh Marquez) or to a Kafka topic. One day is
 sorted at a time: an archive day is the UTC date of ``eventTime``, so days in order and
@@ -28,8 +29,9 @@ import contextlib
 import itertools
 import logging
 import sys
+import tempfile
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -38,6 +40,7 @@ from typing import Any, TextIO
 import orjson
 from confluent_kafka import KafkaException
 
+from consumers.archive_objects import download_day, object_days, store_client
 from consumers.config import ConsumerConfig
 from consumers.sorted_day import LineReader, SortedDay, sort_day
 from proxy.destinations.archive import (
@@ -54,6 +57,7 @@ from proxy.destinations.config import (
     KafkaDestinationConfig,
     SpoolConfig,
 )
+from proxy.destinations.object_archive import split_archive_url
 from proxy.destinations.registry import DestinationResources, build_destination
 from proxy.destinations.retry import CircuitBreaker
 from proxy.openlineage import subject_name
@@ -125,22 +129,33 @@ class ReplayResult:
     in_progress_files: int = 0
 
 
-def _days(archive: Path, keep: ReplayFilter, result: ReplayResult) -> dict[date, list[Path]]:
-    """Archive files by day (finished ones, then those still being written), pruned by
-    day and namespace partition; files in progress are counted in ``result``."""
+def _kept_day(keep: ReplayFilter) -> Callable[[str, str], date | None]:
+    """The archive day of a file in ``day_dir/namespace_dir``, or None when ``keep``
+    leaves it out (by day or namespace partition); for directories and buckets alike."""
     wanted_namespace = (
         f"namespace={escape_partition_value(keep.namespace)}" if keep.namespace else None
     )
-    days: dict[date, list[Path]] = {}
-    for path in [*finished_files(archive), *in_progress_files(archive)]:
-        day_dir, namespace_dir = path.parent.parent.name, path.parent.name
+
+    def kept(day_dir: str, namespace_dir: str) -> date | None:
         try:
             day = date.fromisoformat(day_dir.removeprefix("dt="))
         except ValueError:
-            continue
+            return None
         if wanted_namespace is not None and namespace_dir not in (wanted_namespace, _NO_NAMESPACE):
-            continue
-        if keep.keeps_day(day):
+            return None
+        return day if keep.keeps_day(day) else None
+
+    return kept
+
+
+def _days(archive: Path, keep: ReplayFilter, result: ReplayResult) -> dict[date, list[Path]]:
+    """Archive files by day (finished ones, then those still being written), pruned by
+    day and namespace partition; files in progress are counted in ``result``."""
+    kept = _kept_day(keep)
+    days: dict[date, list[Path]] = {}
+    for path in [*finished_files(archive), *in_progress_files(archive)]:
+        day = kept(path.parent.parent.name, path.parent.name)
+        if day is not None:
             days.setdefault(day, []).append(path)
             if not is_finished_file(path):
                 result.in_progress_files += 1
@@ -174,12 +189,23 @@ def _line_reader(keep: ReplayFilter, result: ReplayResult) -> LineReader:
 
 
 async def archived_days(
-    archive: Path, keep: ReplayFilter, result: ReplayResult
+    archive: Path | str,
+    keep: ReplayFilter,
+    result: ReplayResult,
+    consumers: Mapping[str, ConsumerConfig] | None = None,
 ) -> AsyncIterator[tuple[date, SortedDay, float]]:
     """Per archive day, oldest first: the day's kept events in event-time order (sorted
     in bounded memory, closed once the next day is asked for), and the share of the
-    archive's bytes (of the days kept) the day holds, for an ETA."""
-    days = await asyncio.to_thread(_days, archive, keep, result)
+    archive's bytes (of the days kept) the day holds, for an ETA.
+
+    ``archive`` is a directory or an ``s3://``/``s3a://`` URL (read with the settings of
+    the ``consumers`` writing to that bucket, see :mod:`consumers.archive_objects`)."""
+    remote = split_archive_url(str(archive))
+    if remote is not None:
+        async for item in _object_days(remote, keep, result, consumers or {}):
+            yield item
+        return
+    days = await asyncio.to_thread(_days, Path(archive), keep, result)
     sizes = {day: sum(path.stat().st_size for path in paths) for day, paths in days.items()}
     total = sum(sizes.values()) or 1
     read = _line_reader(keep, result)
@@ -189,6 +215,29 @@ async def archived_days(
             yield day, entries, sizes[day] / total
         finally:
             entries.close()
+
+
+async def _object_days(
+    remote: tuple[str, str],
+    keep: ReplayFilter,
+    result: ReplayResult,
+    consumers: Mapping[str, ConsumerConfig],
+) -> AsyncIterator[tuple[date, SortedDay, float]]:
+    """:func:`archived_days` of a bucket: each day fetched into a temporary directory."""
+    bucket, prefix = remote
+    client = await asyncio.to_thread(store_client, bucket, consumers)
+    days = await asyncio.to_thread(object_days, client, bucket, prefix, _kept_day(keep))
+    sizes = {day: sum(size for _, size in objects) for day, objects in days.items()}
+    total = sum(sizes.values()) or 1
+    read = _line_reader(keep, result)
+    for day, objects in days.items():
+        with tempfile.TemporaryDirectory(prefix="lineage-replay-") as scratch:
+            paths = await asyncio.to_thread(download_day, client, bucket, objects, Path(scratch))
+            entries = await asyncio.to_thread(sort_day, paths, read)
+            try:
+                yield day, entries, sizes[day] / total
+            finally:
+                entries.close()
 
 
 def _duration(seconds: float) -> str:
@@ -235,7 +284,7 @@ class _Progress:
 async def replay(
     consumers: Mapping[str, ConsumerConfig],
     kafka: KafkaConfig,
-    archive: Path,
+    archive: Path | str,
     to: str,
     keep: ReplayFilter,
     progress_stream: TextIO | None = sys.stderr,
@@ -254,7 +303,7 @@ async def replay(
         try:
             behind = 0.0  # share of the archive's bytes of the days done
             step = _TOPIC_WINDOW if to_topic else 1
-            async for day, entries, share in archived_days(archive, keep, result):
+            async for day, entries, share in archived_days(archive, keep, result, consumers):
                 events, done = entries.events(), 0
                 # Read a window at a time off the loop (spilled runs are files).
                 while window := await asyncio.to_thread(

@@ -291,12 +291,16 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     import asyncio
 
     from consumers.replay import ReplayFilter, parse_time, replay
+    from proxy.destinations.object_archive import split_archive_url
 
     config = _config(args)
     if args.to_topic is not None:
         config = _with_running_embedded_broker(config)
-    if not args.archive.is_dir():
-        raise ConfigError(f"--archive {args.archive}: not a directory")
+    archive: Path | str = args.archive
+    if split_archive_url(args.archive) is None:
+        archive = Path(args.archive)
+        if not archive.is_dir():
+            raise ConfigError(f"--archive {args.archive}: not a directory")
     try:
         keep = ReplayFilter(
             since=parse_time(args.since) if args.since else None,
@@ -313,7 +317,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
             replay(
                 config.consumers,
                 config.kafka,
-                args.archive,
+                archive,
                 to,
                 keep,
                 to_topic=args.to_topic is not None,
@@ -571,7 +575,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="re-send archived events in event-time order to a consumer's target or a topic",
         description="Exit 0 when every kept event was taken, 1 when a target refused some.",
     )
-    replay.add_argument("--archive", type=Path, required=True, help="archive directory")
+    replay.add_argument(
+        "--archive",
+        required=True,
+        help="archive directory, or s3://bucket/prefix (s3a:// too) for an object_archive",
+    )
     to = replay.add_mutually_exclusive_group(required=True)
     to.add_argument("--to-consumer", metavar="NAME", help="a configured consumer's target")
     to.add_argument("--to-topic", metavar="TOPIC", help="a topic of the kafka cluster")

@@ -96,6 +96,10 @@ class Health(_Body):
 
 class Readiness(_Body):
     ready: bool
+    status: Literal["ready", "degraded", "not_ready"] = Field(
+        description="degraded: ready (events are taken durably), but something is wrong"
+    )
+    problems: list[str] = Field(description="what is wrong, and what to do, in words")
     destinations: dict[str, bool] = Field(description="durable destination → ready")
     details: dict[str, Any] | None = Field(None, description="e.g. a Kafka destination spooling")
 
@@ -126,6 +130,8 @@ def _errors(*statuses: int) -> dict[str, Any]:
         422: "a destination refused the event",
         500: "a bug of ours; nothing stored",
         503: "a durable destination is unavailable: retry after Retry-After",
+        508: "the event already passed through another proxy (a consumer pointed back at "
+        "a proxy): refused so it cannot loop",
     }
     return {str(status): _json(ErrorBody, meaning[status]) for status in statuses}
 
@@ -162,7 +168,7 @@ _OPERATIONS: dict[str, dict[str, Any]] = {
         "requestBody": _event_body(_EVENT, "one OpenLineage event"),
         "responses": {
             "200": _json(EventAccepted, "stored (X-Lineage-Spooled: true if spooled)"),
-            **_errors(400, 401, 403, 408, 413, 415, 422, 500, 503),
+            **_errors(400, 401, 403, 408, 413, 415, 422, 500, 503, 508),
         },
     },
     "lineage_batch": {
@@ -189,7 +195,7 @@ _OPERATIONS: dict[str, dict[str, Any]] = {
                 },
             },
             "503": _json(BatchAnswer, "nothing stored, retriable: retry after Retry-After"),
-            **_errors(401, 403, 408, 413, 415, 500),
+            **_errors(401, 403, 408, 413, 415, 500, 508),
         },
     },
     "healthz": {

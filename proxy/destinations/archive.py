@@ -51,7 +51,6 @@ import fcntl
 import logging
 import os
 import time
-import uuid
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -62,6 +61,7 @@ from proxy.destinations.archive_layout import (
     DEFAULT_PARTITION,
     IN_PROGRESS_SUFFIX,
     archive_directory,
+    archive_file_name,
     escape_partition_value,
     event_partition,
     finished_files,
@@ -82,6 +82,7 @@ __all__ = [
     "escape_partition_value",
     "event_partition",
     "finished_files",
+    "gzip_member",
     "in_progress_files",
     "is_finished_file",
 ]
@@ -369,7 +370,7 @@ class ArchiveWriter:
         if current is None:
             current = self._open_file(partition, now)
         if self.gzip:
-            data = _gzip_member(data)
+            data = gzip_member(data)
         try:
             write_all(current.fd, data)
             os.fsync(current.fd)
@@ -416,11 +417,9 @@ class ArchiveWriter:
         new_folder = not folder.is_dir()
         folder.mkdir(parents=True, exist_ok=True)
         self._sequence += 1
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        suffix = ".jsonl.gz" if self.gzip else ".jsonl"
-        name = f"{self.file_prefix}-{stamp}-{self._tag}-{self._sequence:04d}-{uuid.uuid4().hex[:8]}"
-        final = folder / f"{name}{suffix}"
-        path = folder / f"_{name}{suffix}{IN_PROGRESS_SUFFIX}"
+        name = archive_file_name(self.file_prefix, self._tag, self._sequence, gzip=self.gzip)
+        final = folder / name
+        path = folder / f"_{name}{IN_PROGRESS_SUFFIX}"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -511,7 +510,8 @@ def _whole_gzip_length(fd: int, size: int, chunk: int = MiB) -> int:
     return whole
 
 
-def _gzip_member(data: bytes) -> bytes:
+def gzip_member(data: bytes) -> bytes:
+    """``data`` as one whole gzip member (concatenated members are one valid stream)."""
     compressor = zlib.compressobj(6, zlib.DEFLATED, 31)  # 31: gzip header and trailer
     return compressor.compress(data) + compressor.flush()
 

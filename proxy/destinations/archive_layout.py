@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import time
+import uuid
 from collections.abc import Iterable
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -41,6 +43,7 @@ __all__ = [
     "IN_PROGRESS_SUFFIX",
     "MAX_PARTITION_VALUE_BYTES",
     "archive_directory",
+    "archive_file_name",
     "escape_partition_value",
     "event_date",
     "event_partition",
@@ -133,6 +136,15 @@ def event_partition(event: dict[str, Any]) -> str:
         subject = subject_name(refused)
     namespace = subject[0] if subject else ""
     return f"dt={event_date(event)}/namespace={escape_partition_value(namespace)}"
+
+
+def archive_file_name(file_prefix: str, tag: str, sequence: int, *, gzip: bool) -> str:
+    """A new file's final name: ``<file_prefix>-<UTC time>-<tag>-<sequence>-<random>``
+    and ``.jsonl`` or ``.jsonl.gz``. ``tag`` tells writers apart (pid, host); the random
+    part keeps names unique across restarts. Local files and objects share it."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    suffix = ".jsonl.gz" if gzip else ".jsonl"
+    return f"{file_prefix}-{stamp}-{tag}-{sequence:04d}-{uuid.uuid4().hex[:8]}{suffix}"
 
 
 def archive_directory(directory: Path, root: Path) -> Path:

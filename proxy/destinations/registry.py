@@ -1,5 +1,5 @@
-"""Destination kinds (kafka, archive, http): ``kind`` → builder, and the resources they
-share.
+"""Destination kinds (kafka, archive, object_archive, http): ``kind`` → builder, and the
+resources they share.
 
 The configs are :mod:`proxy.destinations.config` (pure, read by rules files and consumers);
 :func:`build_destination` turns one into a live :class:`Destination`. Kafka
@@ -25,6 +25,7 @@ from proxy.destinations.config import (
     HttpDestinationConfig,
     KafkaConfig,
     KafkaDestinationConfig,
+    ObjectArchiveDestinationConfig,
     producer_settings,
 )
 from proxy.destinations.http.destination import HttpDestination
@@ -32,6 +33,7 @@ from proxy.destinations.kafka import KafkaDestination, KafkaProducer
 from proxy.destinations.kafka_client_logs import failure_reason
 from proxy.destinations.kafka_keys import key_function
 from proxy.destinations.kafka_spool import KafkaSpool, SpoolRoots
+from proxy.destinations.object_archive import object_archive_destination
 from proxy.destinations.retry import CircuitBreaker, OnRetry, RetryingDestination
 from proxy.destinations.spool import Spool, SpoolLocked
 from proxy.destinations.spool_dirs import (
@@ -239,6 +241,12 @@ async def _build_archive(
     return archive_destination(name, config, resources.archive_root)
 
 
+async def _build_object_archive(
+    name: str, config: ObjectArchiveDestinationConfig, resources: DestinationResources
+) -> Destination:
+    return object_archive_destination(name, config)
+
+
 async def _build_http(
     name: str, config: HttpDestinationConfig, resources: DestinationResources
 ) -> Destination:
@@ -252,6 +260,7 @@ async def _build_http(
 _BUILDERS: dict[str, Callable[[str, Any, DestinationResources], Any]] = {
     "kafka": _build_kafka,
     "archive": _build_archive,
+    "object_archive": _build_object_archive,
     "http": _build_http,
 }
 

@@ -20,7 +20,6 @@ import pytest
 import yaml
 
 from tests.faults.figures import report
-from tests.integration.test_dbt import dbt_bin  # noqa: F401 (a fixture for the dbt-ol test)
 from tests.support.consumers import TEST_GROUP, consume_process, status_of
 from tests.support.marquez import MarquezServer, MarquezUnavailable, ensure_marquez, marquez_servers
 from tests.support.ports import free_port

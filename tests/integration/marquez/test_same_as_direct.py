@@ -4,7 +4,7 @@ Marquez, leave the same namespaces, jobs, runs (states, durations), datasets, da
 versions, column lineage and lineage graphs behind, as Marquez's own API shows them.
 
 "The same events" are what each client itself sent, recorded on the client's side: the
-openlineage-python test keeps the dicts it emitted; our Spark emitter and dbt-ol send
+openlineage-python test keeps the dicts it emitted; our Spark emitter sends
 through the client's composite transport to the proxy and to a file at once, so the file
 is the independent record of what the client emitted, POSTed as-is to ``direct``.
 """
@@ -27,7 +27,7 @@ from openlineage.client.event_v2 import RunEvent, RunState
 from tests.client_events import every_facet_event
 from tests.faults.figures import report
 from tests.integration.marquez.conftest import consuming_into
-from tests.integration.test_dbt import _dbt_ol, _sent
+from tests.integration.test_dbt import _sent
 from tests.support.marquez import MarquezServer
 from tests.support.marquez_state import differences, marquez_view, post_events, stored_events
 from tests.support.paths import REPO
@@ -155,24 +155,3 @@ async def test_spark_emitter_pipeline_looks_the_same_in_marquez(
         view = await _assert_same_in_marquez(marquez, sent, OPEN)
     assert "COMPLETED" in _states(view)
     assert any(d["columnLineage"]["graph"] for d in view["datasets"].values())
-
-
-async def test_dbt_ol_build_looks_the_same_in_marquez(
-    marquez,
-    start_proxy,
-    broker,
-    topic,
-    dbt_bin,
-    tmp_path,
-):
-    async with (
-        start_proxy() as url,
-        consuming_into(tmp_path, broker.bootstrap_servers, topic, marquez["proxied"].url),
-    ):
-        process = await _dbt_ol(dbt_bin, tmp_path, url, "build", "--exclude", "endless")
-        assert await asyncio.wait_for(process.wait(), 300) == 0, (
-            tmp_path / "dbt-ol.log"
-        ).read_text()
-        sent = _sent(tmp_path)
-        view = await _assert_same_in_marquez(marquez, sent)
-    assert "COMPLETED" in _states(view)
