@@ -112,15 +112,31 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[FIGURES_DIRECTORY] = tempfile.mkdtemp(prefix="lineage-proxy-test-figures-")
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark the tests of each of XDIST_GROUPS with its xdist group — first, before
-    pytest-xdist's own hook reads the marks to name each test's group (run after it, the
-    marks came too late and every worker started its own SparkSession)."""
+    """Mark the tests of each of XDIST_GROUPS with its xdist group, and on an xdist worker
+    give every test of a group the ``@group`` suffix that ``--dist loadgroup`` schedules by.
+
+    pytest-xdist 3.8 adds that suffix by assigning ``item._nodeid``, which pytest 9 no
+    longer reads (a node's id lives in ``_id``): its groups silently did nothing and every
+    worker started its own SparkSession and Marquez. Done here, last, when the suffix is
+    missing."""
     for item in items:
         for prefix, group in XDIST_GROUPS.items():
             if item.nodeid.startswith(prefix):
                 item.add_marker(pytest.mark.xdist_group(group))
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    for item in items:
+        groups = sorted(
+            {
+                str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                for m in item.iter_markers("xdist_group")
+            }
+        )
+        if groups and "@" not in item.nodeid:
+            node_id = f"{item.nodeid}@{'_'.join(groups)}"
+            item._id = type(item._id).parse(node_id)
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
