@@ -167,6 +167,7 @@ def _spark_cli(s3: S3Server, *argv: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.spark
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # two Spark jobs with hadoop-aws; minutes on a loaded machine
 async def test_spark_compact_and_graph_read_the_bucket_with_s3a(s3, credentials, tmp_path):
     """The archive is read from the bucket by S3A; the outputs go to local directories
     (writing Spark output to S3Proxy through S3A fails: see docs/consumers/object-storage.md)."""

@@ -63,6 +63,16 @@ def kafka_classpath() -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
+def _new_cluster_id() -> str:
+    """A KRaft cluster id (16 random bytes, base64url). One that starts with ``-`` is drawn
+    again: StorageTool would read it as an option ("--cluster-id: expected one argument"),
+    which failed a session's cluster 1 time in 32."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
 def _listening(port: int) -> bool:
     with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
         return True
@@ -118,7 +128,7 @@ class KafkaCluster:
                 for n in saved["nodes"]
             ]
         else:
-            self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            self.cluster_id = _new_cluster_id()
             # Nodes 1..controllers also vote in the KRaft quorum (combined broker+controller);
             # the others are brokers only. Default: every node, as in a small production setup.
             self.controllers = brokers if controllers is None else controllers
