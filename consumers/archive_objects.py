@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from consumers.config import ConsumerConfig
 from proxy.destinations.config import ObjectArchiveDestinationConfig
-from proxy.destinations.object_archive import s3_client
+from proxy.destinations.object_archive import config_client, s3_client
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -33,14 +33,7 @@ def store_client(bucket: str, consumers: Mapping[str, ConsumerConfig]) -> S3Clie
     for consumer in consumers.values():
         target = consumer.target
         if isinstance(target, ObjectArchiveDestinationConfig) and target.bucket == bucket:
-            return s3_client(
-                endpoint_url=target.endpoint_url,
-                region=target.region,
-                access_key_id_env=target.access_key_id_env,
-                secret_access_key_env=target.secret_access_key_env,
-                path_style=target.path_style,
-                timeout_seconds=target.request_timeout_seconds,
-            )
+            return config_client(target)
     return s3_client()
 
 

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ObjectArchiveDestination",
     "ObjectArchiveWriter",
+    "config_client",
     "object_archive_destination",
     "s3_client",
     "split_archive_url",
@@ -113,6 +114,18 @@ def s3_client(
     return client
 
 
+def config_client(config: ObjectArchiveDestinationConfig) -> S3Client:
+    """The client an ``object_archive`` target's settings describe (writer and readers)."""
+    return s3_client(
+        endpoint_url=config.endpoint_url,
+        region=config.region,
+        access_key_id_env=config.access_key_id_env,
+        secret_access_key_env=config.secret_access_key_env,
+        path_style=config.path_style,
+        timeout_seconds=config.request_timeout_seconds,
+    )
+
+
 @dataclass(eq=False)
 class _OpenObject:
     """One object being written: its buffer, its upload and who waits for it."""
@@ -164,15 +177,7 @@ class ObjectArchiveWriter:
 
     async def start(self) -> None:
         config = self.config
-        self._client = await asyncio.to_thread(
-            s3_client,
-            endpoint_url=config.endpoint_url,
-            region=config.region,
-            access_key_id_env=config.access_key_id_env,
-            secret_access_key_env=config.secret_access_key_env,
-            path_style=config.path_style,
-            timeout_seconds=config.request_timeout_seconds,
-        )
+        self._client = await asyncio.to_thread(config_client, config)
         try:
             aborted = await asyncio.to_thread(self._abort_stale_uploads)
         except Exception as exc:  # the store may be down at start: not a reason to fail
