@@ -88,7 +88,7 @@ def standard_facet_classes() -> set[type]:
     return found
 
 
-def _dataset_facets(namespace: str, name: str) -> dict[str, DatasetFacet]:
+def _dataset_facets(namespace: str, name: str, metastore: str) -> dict[str, DatasetFacet]:
     return {
         "catalog": catalog_dataset.CatalogDatasetFacet(
             framework="hive", type="hive", name="metastore", metadataUri="thrift://meta:9083"
@@ -157,9 +157,7 @@ def _dataset_facets(namespace: str, name: str) -> dict[str, DatasetFacet]:
         ),
         "symlinks": symlinks_dataset.SymlinksDatasetFacet(
             identifiers=[
-                symlinks_dataset.Identifier(
-                    namespace="hive://meta:9083", name="sales.orders", type="TABLE"
-                )
+                symlinks_dataset.Identifier(namespace=metastore, name="sales.orders", type="TABLE")
             ]
         ),
         "tags": tags_dataset.TagsDatasetFacet(
@@ -174,11 +172,15 @@ def every_facet_event(
     event_type: RunState = RunState.COMPLETE,
     namespace: str = "airflow",
     name: str = "dag_x.task_y",
+    hosts: str = "",
 ) -> RunEvent:
-    """A RunEvent carrying one instance of every standard facet class of the client."""
+    """A RunEvent carrying one instance of every standard facet class of the client.
+    ``hosts`` is appended to the datasets' host names: a test on a shared Marquez gives
+    its datasets names no other test's events touch."""
     run_id = str(uuid.uuid4())
-    source_ns, source_name = "s3://raw-bucket", "orders"
-    condition = subset.LocationSubsetCondition(locations=["s3://raw-bucket/orders/dt=1"])
+    source_ns, source_name = f"s3://raw-bucket{hosts}", "orders"
+    metastore = f"hive://meta{hosts}:9083"
+    condition = subset.LocationSubsetCondition(locations=[f"{source_ns}/orders/dt=1"])
     run_facets: dict[str, RunFacet] = {
         "environmentVariables": environment_variables_run.EnvironmentVariablesRunFacet(
             environmentVariables=[
@@ -236,7 +238,7 @@ def every_facet_event(
         "lineage": lineage.LineageJobFacet(
             entries=[
                 lineage.LineageDatasetEntry(
-                    namespace="hive://meta:9083",
+                    namespace=metastore,
                     name="sales.daily",
                     type="DATASET",
                     inputs=[
@@ -263,7 +265,7 @@ def every_facet_event(
         InputDataset(
             namespace=source_ns,
             name=source_name,
-            facets=_dataset_facets(source_ns, source_name),
+            facets=_dataset_facets(source_ns, source_name, metastore),
             inputFacets={
                 "dataQualityAssertions": (
                     data_quality_assertions_dataset.DataQualityAssertionsDatasetFacet(
@@ -293,9 +295,9 @@ def every_facet_event(
     ]
     outputs = [
         OutputDataset(
-            namespace="hive://meta:9083",
+            namespace=metastore,
             name="sales.daily",
-            facets={"schema": _dataset_facets(source_ns, source_name)["schema"]},
+            facets={"schema": _dataset_facets(source_ns, source_name, metastore)["schema"]},
             outputFacets={
                 "outputStatistics": (
                     output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(

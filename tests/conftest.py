@@ -50,6 +50,16 @@ def _remove_test_archive() -> Iterator[None]:
     shutil.rmtree(SPOOL_ROOT, ignore_errors=True)
 
 
+@pytest.fixture(autouse=True)
+def _own_emitter_buffer(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each test's Spark processes buffer undelivered events in a directory of their own:
+    in the shared default (``~/.cache/spark_emitter/buffer``) one test's leftovers are
+    sent by the next test's emitter at its start, into that test's lineage."""
+    monkeypatch.setenv("OPENLINEAGE_SPARK_BUFFER_DIR", str(tmp_path_factory.mktemp("buffer")))
+
+
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
     """Apache Kafka for the whole test session (of each xdist worker): 3 KRaft brokers on

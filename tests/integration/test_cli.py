@@ -103,8 +103,10 @@ def test_serve_embedded_starts_its_own_broker_and_the_default_consumer(tmp_path:
         **os.environ,
         "LINEAGE_PROXY__ROUTING__ARCHIVE_ROOT": str(tmp_path / "archive"),
         "LINEAGE_PROXY__CONSUMERS__ARCHIVE__TARGET__DIRECTORY": str(consumed),
-        # Not the fixed default port: tests run side by side.
+        # Not the fixed default port nor the repository's var/spool: tests run side by
+        # side, and a second proxy on one spool exits 2 (the spool is locked).
         "LINEAGE_PROXY__KAFKA__EMBEDDED_PORT": str(free_port()),
+        "LINEAGE_PROXY__KAFKA__SPOOL__DIRECTORY": str(tmp_path / "spool"),
     }
     process = subprocess.Popen(
         [sys.executable, "-m", "proxy", "serve", "--config", "config.yaml", "--port", str(port)],
@@ -139,6 +141,7 @@ def test_other_commands_reach_the_broker_serve_embeds(tmp_path: Path):
         "LINEAGE_PROXY__ROUTING__ARCHIVE_ROOT": str(tmp_path / "archive"),
         "LINEAGE_PROXY__CONSUMERS__ARCHIVE__TARGET__DIRECTORY": str(tmp_path / "consumed"),
         "LINEAGE_PROXY__KAFKA__EMBEDDED_PORT": str(broker_port),
+        "LINEAGE_PROXY__KAFKA__SPOOL__DIRECTORY": str(tmp_path / "spool"),
     }
     before = _cli("dlq", "list", "--config", "config.yaml", env=env)
     assert before.returncode == 2, before.stderr

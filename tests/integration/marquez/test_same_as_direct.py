@@ -80,12 +80,17 @@ async def test_openlineage_python_events_look_the_same_in_marquez(
 ):
     namespace = f"olpy-{uuid.uuid4().hex[:8]}"
     emitted: list[RunEvent] = []
-    for final in (RunState.COMPLETE, RunState.FAIL):
-        start = every_facet_event(event_type=RunState.START, namespace=namespace)
-        start = attr.evolve(start, eventTime="2026-11-23T10:00:00.000Z")
+    # The second run starts after the first ended: Marquez orders a job's runs by their
+    # start, and two runs that started at the same instant make its latestRun a coin toss
+    # (the proxy keeps order within a run, not between runs: they are different keys).
+    for hour, final in ((10, RunState.COMPLETE), (11, RunState.FAIL)):
+        start = every_facet_event(
+            event_type=RunState.START, namespace=namespace, hosts=f"-{namespace}"
+        )
+        start = attr.evolve(start, eventTime=f"2026-11-23T{hour}:00:00.000Z")
         emitted += [
             start,
-            attr.evolve(start, eventType=final, eventTime="2026-11-23T10:02:03.500Z"),
+            attr.evolve(start, eventType=final, eventTime=f"2026-11-23T{hour}:02:03.500Z"),
         ]
     async with (
         start_proxy() as url,
