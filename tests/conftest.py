@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -22,14 +23,30 @@ from proxy.app import create_app
 from proxy.serve import listener_tls, serving
 from tests.faults.figures import FIGURES_DIRECTORY, recorded
 from tests.support.consumers import create_topic
-from tests.support.kafka_cluster import KafkaCluster
+from tests.support.kafka_cluster import KafkaCluster, shared_cluster, stop_detached
 from tests.support.paths import ARCHIVE_ROOT, SPOOL_ROOT
 from tests.support.proxies import proxy_config
 
-# Tests that share one expensive thing of a worker's session run on one xdist worker
-# (``--dist loadgroup``): a second SparkSession would be a second JVM; dbt builds a
-# project once per module.
-XDIST_GROUPS = {"tests/spark/": "spark", "tests/integration/test_dbt.py": "dbt"}
+# Where the run's shared Kafka cluster lives; the controlling process names it and its
+# xdist workers inherit the name through the environment.
+SHARED_KAFKA_DIRECTORY = "LINEAGE_PROXY_TEST_KAFKA"
+
+# Tests that share one expensive thing run on one xdist worker (``--dist loadgroup``):
+# dbt builds a project once per module. Spark tests: see _spark_group.
+XDIST_GROUPS = {"tests/integration/test_dbt.py": "dbt"}
+
+
+def _spark_group(item: pytest.Item) -> str | None:
+    """The xdist group of a Spark test: those on the worker's in-process SparkSession
+    together (a second session would be a second JVM); the others run their jobs in
+    processes of their own, so only a module's tests stay together (its module-scoped
+    fixture runs the jobs once) and the modules spread over the workers."""
+    if not item.nodeid.startswith("tests/spark/"):
+        return None
+    if "spark_session" in getattr(item, "fixturenames", ()):
+        return "spark"
+    return "spark-" + item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
+
 
 # Hypothesis searches afresh on every run (no derandomize outside the reproducible fuzz
 # tests) and keeps the failures it found in the temporary directory, where CI's next run
@@ -61,18 +78,14 @@ def _own_emitter_buffer(
 
 
 @pytest.fixture(scope="session")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
-    """Apache Kafka for the whole test session (of each xdist worker): 3 KRaft brokers on
-    loopback, topics with replication factor 3 and ``min.insync.replicas=2``. The quick
-    start's embedded broker (Tansu) keeps its own smoke test (test_cli.py)."""
-    directory = tmp_path_factory.mktemp("kafka")
-    cluster = KafkaCluster(directory, brokers=3).start()
-    try:
-        yield cluster
-    finally:
-        # No clean stop is under test here: SIGKILL is quick and the data is thrown away.
-        cluster.kill_all()
-        shutil.rmtree(directory, ignore_errors=True)
+def broker() -> KafkaCluster:
+    """Apache Kafka for the whole test run: 3 KRaft brokers on loopback, topics with
+    replication factor 3 and ``min.insync.replicas=2``, shared by every xdist worker (the
+    first to ask starts it; tests never share a topic). Nine broker JVMs, three per worker,
+    cost the 2-core machine more than the tests they served. Faults that harm a cluster
+    use a private one. The quick start's embedded broker (Tansu) keeps its own smoke test
+    (test_cli.py)."""
+    return shared_cluster(Path(os.environ[SHARED_KAFKA_DIRECTORY]))
 
 
 @pytest.fixture
@@ -120,6 +133,16 @@ def pytest_configure(config: pytest.Config) -> None:
     workers, started later, inherit its name through the environment."""
     if not hasattr(config, "workerinput"):
         os.environ[FIGURES_DIRECTORY] = tempfile.mkdtemp(prefix="lineage-proxy-test-figures-")
+        os.environ[SHARED_KAFKA_DIRECTORY] = tempfile.mkdtemp(prefix="lineage-proxy-test-kafka-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The controlling process, after every worker finished, stops the shared cluster.
+    No clean stop is under test here: SIGKILL is quick and the data is thrown away."""
+    if not hasattr(config, "workerinput") and SHARED_KAFKA_DIRECTORY in os.environ:
+        directory = Path(os.environ.pop(SHARED_KAFKA_DIRECTORY))
+        stop_detached(directory, signal.SIGKILL)
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 @pytest.hookimpl(trylast=True)
@@ -135,6 +158,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for prefix, group in XDIST_GROUPS.items():
             if item.nodeid.startswith(prefix):
                 item.add_marker(pytest.mark.xdist_group(group))
+        if (spark := _spark_group(item)) is not None:
+            item.add_marker(pytest.mark.xdist_group(spark))
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
     for item in items:

@@ -38,7 +38,7 @@ from tests.support.kafka_reader import read_all_produced_so_far
 from tests.support.paths import REPO
 from tests.support.proxies import proxy_config
 
-pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark"), pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(1800)]
 
 TOKEN = "spark-jar-token"
 AUTH = {"enabled": True, "tokens": [{"name": "spark", "token": TOKEN, "namespaces": [NAMESPACE]}]}

@@ -26,7 +26,7 @@ from tests.spark.conftest import event_types
 from tests.support.kafka_reader import read_all_produced_so_far
 from tests.support.paths import REPO
 
-pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark"), pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
 
 WRITE = "execute_insert_into_hadoop_fs_relation_command"
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import fcntl
 import json
 import os
 import signal
@@ -410,13 +411,30 @@ class KafkaCluster:
         return "(no output)"
 
 
-def _stop_detached(directory: Path) -> None:
-    """Stop nodes started by ``start`` in another process (their pid files)."""
+def shared_cluster(directory: Path) -> KafkaCluster:
+    """The 3-broker cluster in ``directory`` that several processes share (the xdist
+    workers of one test run): the first caller starts it, the others wait on the lock and
+    attach to it (same ports, no process handles). Whoever made ``directory`` stops it,
+    with :func:`stop_detached`, once every sharer is done."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with (directory / "lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        cluster = KafkaCluster(directory, brokers=3)
+        if not (directory / "started").exists():
+            cluster.start()
+            (directory / "started").touch()
+        return cluster
+
+
+def stop_detached(directory: Path, sig: signal.Signals = signal.SIGTERM) -> None:
+    """Stop nodes started by ``start`` in another process (their pid files): SIGTERM for a
+    clean stop (SIGKILL after a minute), or ``sig=SIGKILL`` when the data goes anyway."""
     pids = []
     for pid_file in sorted(directory.glob("node-*/pid")):
         pid = int(pid_file.read_text())
         with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
+            os.kill(pid, signal.SIGCONT)
+            os.kill(pid, sig)
             pids.append(pid)
         pid_file.unlink()
     deadline = time.monotonic() + 60
@@ -435,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     directory = args.directory.resolve()
     if args.action == "stop":
-        _stop_detached(directory)
+        stop_detached(directory)
         return 0
     if any(directory.glob("node-*/pid")):
         print(f"kafka: already started in {directory} (scripts/kafka.sh stop)", file=sys.stderr)
