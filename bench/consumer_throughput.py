@@ -18,7 +18,15 @@ references measured in the same run (DESIGN.md §7):
 
 ``archive`` runs the daemon with an ``archive`` target (fsynced JSON Lines under a
 scratch folder) over the same N events: its peak RSS is the buffering bound at work
-(the whole topic is behind when it starts).
+(the whole topic is behind when it starts). Beside it, in the same run and alternated
+with it (``--rounds`` pairs), the daemon with an ``object_archive`` target writing the
+same events to a real S3-compatible server (S3Proxy over a scratch folder, started as in
+the tests; ``scripts/s3.sh`` fetches it): once as documented
+(docs/consumers/object-storage.md: ``batch_events`` 500, objects finished after 10 s)
+and once with objects finished after 1 s. A delivery to the bucket is acknowledged only
+when its object is complete, so the rate of both archives is taken from the partition
+assignment to the last delivery (``object_vs_local_archive``: the median ratio of the
+pairs).
 
 ``single`` posts one event per request (the target ratio is ``daemon_vs_naive_poster``),
 ``batch`` posts arrays of ``--batch-size``; each runs ``--rounds`` naive/daemon pairs and
@@ -197,7 +205,11 @@ def run_daemon(
     count: int,
     label: str,
     profile: Path | None = None,
+    *,
+    from_assignment: bool = False,
 ) -> dict[str, Any]:
+    """The daemon's figures from its first delivery to its last (``from_assignment``:
+    from the moment it holds partitions, for targets that acknowledge late)."""
     log(f"bench: daemon/{label} ...")
     status = free_port()
     config = work / f"{label}.yaml"
@@ -225,6 +237,7 @@ def run_daemon(
     )
     metrics_url = f"http://127.0.0.1:{status}/metrics"
     delivered = 'lineage_consumer_delivered_total{consumer="bench"}'
+    assigned = 'lineage_consumer_assigned_partitions{consumer="bench"}'
     spy: subprocess.Popen[bytes] | None = None
     try:
         wait_http(metrics_url, process)
@@ -236,7 +249,8 @@ def run_daemon(
             values = _metrics(metrics_url)
             done = values.get(delivered, 0.0)
             now, cpu = time.perf_counter(), _cpu_seconds(process.pid)
-            if first is None and done > 0:
+            started = values.get(assigned, 0.0) > 0 if from_assignment else done > 0
+            if first is None and started:
                 first, threads = (now, cpu, done), _cpu_by_thread(process.pid)
             if done >= count:
                 break
@@ -304,6 +318,56 @@ def _record_profile(pid: int, path: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen([*command, "--format", "raw", "-o", f"{path}.txt"], stdout=sys.stderr)
 
 
+def compare_archives(work: Path, bootstrap: str, args: argparse.Namespace) -> dict[str, Any]:
+    """``args.rounds`` rounds of the local archive, then the object archive as documented
+    and with objects finished after 1 s, against S3Proxy on this machine."""
+    from tests.support.s3_server import (
+        BUCKET,
+        S3Server,
+        object_archive_target,
+        s3_credentials,
+    )
+
+    os.environ.update(s3_credentials())  # the daemons inherit them
+    server = S3Server(work / "s3")
+    log("bench: starting S3Proxy ...")
+    server.start()
+    try:
+        server.client().create_bucket(Bucket=BUCKET)
+        variants: dict[str, list[dict[str, Any]]] = {}
+        for n in range(args.rounds):
+            targets = {
+                "archive": {"kind": "archive", "directory": str(work / f"archive{n}")},
+                # As in the documentation's example (no gzip, to compare like with like).
+                "object_archive": object_archive_target(
+                    server, f"bench{n}", batch_events=500, max_file_age_seconds=10
+                ),
+                "object_archive_1s": object_archive_target(
+                    server, f"bench1s{n}", batch_events=500, max_file_age_seconds=1
+                ),
+            }
+            for label, target in targets.items():
+                figures = run_daemon(
+                    work, bootstrap, target, args.events, f"{label}{n}", from_assignment=True
+                )
+                variants.setdefault(label, []).append(figures)
+    finally:
+        server.stop()
+
+    def median_ratio(label: str) -> float:
+        pairs = zip(variants[label], variants["archive"], strict=True)
+        ratios = sorted(o["events_per_s"] / a["events_per_s"] for o, a in pairs)
+        return round(ratios[len(ratios) // 2], 3)
+
+    return {
+        **variants,
+        "ratios": {
+            "object_vs_local_archive": median_ratio("object_archive"),
+            "object_1s_vs_local_archive": median_ratio("object_archive_1s"),
+        },
+    }
+
+
 def compare(
     work: Path,
     bootstrap: str,
@@ -355,7 +419,13 @@ def main() -> int:
     parser.add_argument("--batch-size", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=3, help="naive/daemon pairs per mode")
     parser.add_argument("--py-spy", type=Path, help="record each daemon run into this folder")
+    parser.add_argument(
+        "--scenarios",
+        default="single,batch,archive",
+        help="comma-separated: single, batch, archive (local archive beside object storage)",
+    )
     args = parser.parse_args()
+    scenarios = set(args.scenarios.split(","))
     if args.py_spy is not None:
         args.py_spy.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="lineage-bench-consumer-"))
@@ -373,11 +443,12 @@ def main() -> int:
             log("bench: raw_consume ...")
             raw = raw_consume(bootstrap, args.events)
             for label, batch in (("single", 1), ("batch", args.batch_size)):
-                results[label] = compare(work, bootstrap, url, args, label, batch, raw)
+                if label in scenarios:
+                    results[label] = compare(work, bootstrap, url, args, label, batch, raw)
             results["raw_consume"] = raw
-            # The whole topic behind: what the buffering bound holds the process to.
-            archive = {"kind": "archive", "directory": str(work / "archive")}
-            results["archive"] = run_daemon(work, bootstrap, archive, args.events, "archive")
+            if "archive" in scenarios:
+                # The whole topic behind: what the buffering bound holds the process to.
+                results["archive"] = compare_archives(work, bootstrap, args)
         finally:
             receiver.terminate()
             receiver.wait(timeout=30)

@@ -100,7 +100,7 @@ class ServerConfig(StrictModel):
     # loop and Kafka producer; "auto": one per CPU core. max_connections is per worker.
     workers: Annotated[int, Field(ge=1, le=256)] | Literal["auto"] = 1
     # The event loop `serve` and `consume` run on: uvloop (libuv; about 20% less CPU per
-    # request than the standard loop, bench/README.md) or Python's own asyncio loop.
+    # request than the standard loop: docs/contributing/benchmark-history.md) or asyncio.
     event_loop: Literal["uvloop", "asyncio"] = "uvloop"
 
     def worker_count(self) -> int:

@@ -111,8 +111,8 @@ def _tune_garbage_collector() -> None:
     """Everything built at start-up (compiled facet models, modules, the rules) lives as
     long as the process: frozen, the cyclic collector stops re-scanning it; and a larger
     first generation runs the collector less often per request. Together about 20% less
-    CPU per single event (bench/README.md). Request garbage is acyclic almost
-    entirely and freed by reference counting whatever the thresholds."""
+    CPU per single event (docs/contributing/benchmark-history.md). Request garbage is
+    acyclic almost entirely and freed by reference counting whatever the thresholds."""
     gc.freeze()
     gc.set_threshold(10_000, 50, 100)
 
