@@ -34,6 +34,7 @@ SHARED_KAFKA_DIRECTORY = "LINEAGE_PROXY_TEST_KAFKA"
 # Tests that share one expensive thing run on one xdist worker (``--dist loadgroup``):
 # dbt builds a project once per module. Spark tests: see _spark_group.
 XDIST_GROUPS = {"tests/integration/test_dbt.py": "dbt"}
+SPARK_HANG_GUARD_SECONDS = 1200
 
 
 def _spark_group(item: pytest.Item) -> str | None:
@@ -160,6 +161,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(pytest.mark.xdist_group(group))
         if (spark := _spark_group(item)) is not None:
             item.add_marker(pytest.mark.xdist_group(spark))
+            # A hang guard, not a time limit: Spark jobs in JVMs of their own take minutes
+            # when the 2-core machine is busy, past the suite's default of 5.
+            if item.get_closest_marker("timeout") is None:
+                item.add_marker(pytest.mark.timeout(SPARK_HANG_GUARD_SECONDS))
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
     for item in items:

@@ -242,7 +242,7 @@ async def test_compact_runs_unchanged_under_spark_submit(spark: SparkSession, tm
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=180)
+    stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=600)
     assert process.returncode == 0, stderr.decode()[-3000:]
     assert "4 event(s) read, 4 added" in stdout.decode()
     assert spark.read.parquet(out).count() == 4

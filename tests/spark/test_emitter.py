@@ -239,7 +239,7 @@ def test_application_complete_is_sent_when_the_script_exits_without_stopping_spa
         [sys.executable, str(script), str(lineage), str(out)],
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=600,
         env={**os.environ, "PYTHONPATH": str(REPO)},
         check=False,
     )

@@ -58,7 +58,7 @@ async def _run_pipeline(url: str, workdir: Path) -> dict[str, Any]:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=240)
+    stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=600)
     assert process.returncode == 0, stderr.decode()[-3000:]
     return orjson.loads(stdout)
 

@@ -154,7 +154,7 @@ async def test_spark_emitter_pipeline_looks_the_same_in_marquez(
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
         )
-        _, stderr = await asyncio.wait_for(process.communicate(), timeout=300)
+        _, stderr = await asyncio.wait_for(process.communicate(), timeout=600)
         assert process.returncode == 0, stderr.decode()[-3000:]
         sent = _sent(tmp_path)
         view = await _assert_same_in_marquez(marquez, sent, OPEN)
