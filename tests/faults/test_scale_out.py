@@ -31,12 +31,15 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 import yaml
+from aiohttp import ClientSession, web
+from confluent_kafka import Consumer, TopicPartition
 
 from tests.doubles.target_double import TargetDouble
 from tests.faults.figures import report
@@ -67,6 +70,34 @@ CLIENTS = 32
 # holds every partition (so it has new events of each to deliver).
 KILL_AFTER_ACKNOWLEDGED = 400
 AFTER_TAKEOVER_ACKNOWLEDGED = 400
+# The killed consumer dies with this many deliveries sent and unanswered.
+IN_FLIGHT_AT_KILL = 8
+
+
+class _Receiver(TargetDouble):
+    """The generic HTTP target, told which consumer posts (``?member=`` in its URL), that
+    can hold one member's deliveries unanswered, so that member is killed with deliveries
+    in flight. Held requests are answered 503 and not stored once :meth:`drop_held` is
+    called (after their sender was killed; nobody reads the answer)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.holding: int | None = None
+        self.held = 0
+        self._dropped = asyncio.Event()
+
+    def url_for(self, member: int) -> str:
+        return f"{self.url}{self.path}?member={member}"
+
+    def drop_held(self) -> None:
+        self._dropped.set()
+
+    async def answer(self, request: web.Request, body: bytes) -> web.Response:
+        if self.holding is not None and request.query.get("member") == str(self.holding):
+            self.held += 1
+            await self._dropped.wait()
+            return web.Response(status=503)
+        return await super().answer(request, body)
 
 
 def _identity(event: dict[str, Any]) -> str:
@@ -86,13 +117,17 @@ def _run(number: int) -> list[dict[str, Any]]:
     return events
 
 
+def _group(topic: str) -> str:
+    return f"group.{topic}"
+
+
 def _consumer_config(path: Path, bootstrap: str, topic: str, url: str) -> int:
     """A config file for one member of the group; returns its status port."""
     port = free_port()
     consumer = {
         "target": {"kind": "http", "url": url, "retry": FAST_RETRY},
         "topics": [topic],
-        "group_id": f"group.{topic}",
+        "group_id": _group(topic),
         "group": TEST_GROUP,
         "commit_interval_seconds": 0.2,
         "status_port": port,
@@ -123,6 +158,25 @@ def _proxy(bootstrap: str, topic: str, directory: Path) -> tuple[ServeProcess, s
         routing__archive_root=str(directory / "archive"),
         server__run_consumers="[]",
     )
+
+
+async def _spool_empty(url: str) -> bool:
+    """Whether the proxy at ``url`` holds no event in its spool (its /metrics)."""
+    async with ClientSession() as session, session.get(f"{url}/metrics") as resp:
+        return not sample(await resp.text(), "lineage_proxy_spool_events")
+
+
+def _caught_up(bootstrap: str, topic: str) -> bool:
+    """Whether the consumer group committed every partition of ``topic`` up to its end."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": _group(topic)})
+    try:
+        partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        committed = consumer.committed(partitions, timeout=10)
+        ends = [consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in partitions]
+        # A partition nobody wrote to has nothing to commit (a negative offset).
+        return all(max(tp.offset, 0) == end for tp, end in zip(committed, ends, strict=True))
+    finally:
+        consumer.close()
 
 
 def _stop(process: ServeProcess | None) -> None:
@@ -156,14 +210,18 @@ class _Moments:
     killed_at: float = 0.0
     acknowledged_at_kill: int = 0
     killed_consumer_partitions: set[str] = field(default_factory=set)
+    in_flight_at_kill: int = 0  # the killed consumer's deliveries the receiver held
     took_over_at: float = 0.0
     delivered_before_takeover: int = 0
 
 
-def _start(bootstrap: str, topic: str, receiver_url: str, directory: Path) -> _Topology:
+def _start(bootstrap: str, topic: str, receiver: _Receiver, directory: Path) -> _Topology:
     proxies = [_proxy(bootstrap, topic, directory / f"proxy-{i}") for i in range(2)]
     configs = [directory / f"consumer-{i}.yaml" for i in range(2)]
-    ports = [_consumer_config(c, bootstrap, topic, receiver_url) for c in configs]
+    ports = [
+        _consumer_config(config, bootstrap, topic, receiver.url_for(member))
+        for member, config in enumerate(configs)
+    ]
     consumers = [consume_process(config, "receiver") for config in configs]
     return _Topology(
         proxies,
@@ -187,7 +245,7 @@ async def _ready(topology: _Topology) -> None:
 
 
 async def _kill_one_of_each(
-    topology: _Topology, load: BalancedLoadResult, receiver: TargetDouble, stop: asyncio.Event
+    topology: _Topology, load: BalancedLoadResult, receiver: _Receiver, stop: asyncio.Event
 ) -> _Moments:
     """Under load, SIGKILL proxy 0 and consumer 1 together; wait for consumer 0 to hold
     every partition, let the load go on, then end it (``stop``)."""
@@ -202,13 +260,17 @@ async def _kill_one_of_each(
 
         await wait_for(doomed_consumer_delivering, 120, "load and deliveries", ignoring=OSError)
         moments.killed_consumer_partitions = await _assigned(doomed)
+        receiver.holding = 1
+        await wait_for(lambda: receiver.held >= IN_FLIGHT_AT_KILL, 60, "deliveries in flight")
         victims = (topology.proxies[0][0], topology.consumers[1])
         for process in victims:
             process.send_signal(signal.SIGKILL)
         moments.killed_at = time.monotonic()
         moments.acknowledged_at_kill = len(load.acknowledged)
+        moments.in_flight_at_kill = receiver.held
         for process in victims:
             assert await asyncio.to_thread(process.wait, 30) == -signal.SIGKILL
+        receiver.drop_held()
 
         async def survivor_holds_everything() -> bool:
             return await _assigned(survivor) == topology.everything
@@ -245,8 +307,8 @@ async def test_two_proxies_and_two_consumers_one_of_each_sigkilled_under_load(
     stop = asyncio.Event()
     load = BalancedLoadResult()
     numbers = itertools.count()
-    async with TargetDouble() as receiver:
-        topology = _start(bootstrap, topic, receiver.url + receiver.path, tmp_path)
+    async with _Receiver() as receiver:
+        topology = _start(bootstrap, topic, receiver, tmp_path)
         try:
             await _ready(topology)
             started = time.monotonic()
@@ -269,17 +331,21 @@ async def test_two_proxies_and_two_consumers_one_of_each_sigkilled_under_load(
                 for identity, (url, spooled) in load.acked_by.items()
                 if spooled and url == topology.proxies[0][1]
             }
+            live = [topology.proxies[1]]
             if spooled_by_killed:
                 # Its spool volume holds acknowledged events: start it again on the same
                 # volume, as an orchestrator would; it forwards them to Kafka at start.
-                process, url = _proxy(bootstrap, topic, tmp_path / "proxy-0")
-                topology.started.append(process)
-                await asyncio.to_thread(wait_until_ready, url, process)
-            acknowledged = set(load.acknowledged)
+                live.append(_proxy(bootstrap, topic, tmp_path / "proxy-0"))
+                topology.started.append(live[-1][0])
+                await asyncio.to_thread(wait_until_ready, live[-1][1], live[-1][0])
+            for process, url in live:
+                await wait_for(partial(_spool_empty, url), 120, "spool drained", alive=process)
+            # Done is the group's commits at the end of every partition — never "the
+            # receiver has everything", which a consumer that lost events never reaches.
             await wait_for(
-                lambda: acknowledged <= {_identity(e) for e in receiver.events},
+                lambda: asyncio.to_thread(_caught_up, bootstrap, topic),
                 120,
-                "the receiver to hold every acknowledged event",
+                "the group to commit every partition to its end",
                 alive=topology.consumers[0],
             )
             delivered_all_at = time.monotonic()
@@ -321,6 +387,7 @@ async def test_two_proxies_and_two_consumers_one_of_each_sigkilled_under_load(
         runs=len({job for job, _ in delivered}),
         runs_out_of_order=len(out_of_order),
         killed_consumer_partitions=sorted(moments.killed_consumer_partitions),
+        killed_consumer_deliveries_in_flight=moments.in_flight_at_kill,
         partitions_delivered_after_takeover=len(taken_over),
         seconds_to_recover=round(moments.took_over_at - moments.killed_at, 1),
         seconds_to_deliver_all=round(delivered_all_at - moments.killed_at, 1),
