@@ -65,12 +65,13 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
 import orjson
 import requests
+from confluent_kafka import Producer
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -297,14 +298,15 @@ def main() -> int:
     naive = work / "naive.json"
     naive.write_bytes(orjson.dumps({**rich_run_event(), "eventTime": "2026-11-23T10:00:00.123"}))
     kinds = ["bootstrap"] if args.bootstrap else args.kafka.split(",")
-    by_kafka: dict[str, dict[str, Any]] = {}
-    # The machine's 1/5/15-minute load averages as the run went: shared machines are
-    # noisy, and a ratio across the two Kafka halves is only as good as their load.
+    # The machine's 1/5/15-minute load averages at the start and the end: shared machines
+    # are noisy, and figures are only as good as the load they were taken under.
     load_average = {"start": os.getloadavg()}
-    for kind in kinds:
-        with kafka_for(kind, args.bootstrap, work) as bootstrap:
-            by_kafka[kind] = run_scenarios(bootstrap, wanted, work, args)
-        load_average[f"after_{kind}"] = os.getloadavg()
+    with ExitStack() as running:
+        bootstraps = {
+            kind: running.enter_context(kafka_for(kind, args.bootstrap, work)) for kind in kinds
+        }
+        by_kafka = run_scenarios(bootstraps, wanted, work, args)
+    load_average["end"] = os.getloadavg()
     results: dict[str, Any] = by_kafka[kinds[0]] if len(kinds) == 1 else by_kafka
     report = {
         "benchmark": "http_ingest",
@@ -335,6 +337,7 @@ def kafka_for(kind: str, bootstrap: str | None, work: Path) -> Iterator[str]:
         log("bench: starting a 3-broker Apache Kafka cluster ...")
         cluster = KafkaCluster(work / "kafka", brokers=3).start()
         try:
+            warm_up(cluster.bootstrap_servers)
             yield cluster.bootstrap_servers
         finally:
             cluster.stop()
@@ -342,42 +345,68 @@ def kafka_for(kind: str, bootstrap: str | None, work: Path) -> Iterator[str]:
         raise SystemExit(f"bench: --kafka {kind!r}: use embedded or cluster")
 
 
+def warm_up(bootstrap: str) -> None:
+    """One idempotent acks=all write confirmed: a fresh cluster makes its first idempotent
+    producer wait while it creates its internal topics ("coordinator load in progress"),
+    which would land in the first scenario's figures."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+    producer.produce("bench.warm-up", b"{}")
+    if producer.flush(120) != 0:
+        raise SystemExit(f"bench: the cluster at {bootstrap} confirmed no write in 120 s")
+
+
 def run_scenarios(
-    bootstrap: str, wanted: set[str], work: Path, args: argparse.Namespace
-) -> dict[str, Any]:
-    """Every wanted scenario against the Kafka at ``bootstrap``."""
-    single, naive = work / "single.json", work / "naive.json"
-    results: dict[str, Any] = {}
-    port = free_port()
-    proxy_env = {
-        "LINEAGE_PROXY__SERVER__PORT": str(port),
-        "LINEAGE_PROXY__KAFKA__BOOTSTRAP_SERVERS": bootstrap,
-        "LINEAGE_PROXY__KAFKA__TOPIC": "bench.proxy",
-        "LINEAGE_PROXY__LOGGING__LEVEL": "WARNING",
-        # The proxy alone: consumer daemons run as their own processes in production
-        # (bench/consumer_throughput.py measures them), and the archive goes to scratch.
-        "LINEAGE_PROXY__SERVER__RUN_CONSUMERS": "[]",
-        "LINEAGE_PROXY__ROUTING__ARCHIVE_ROOT": str(work / "archive"),
-        # The spool in the run's scratch directory, not the repository's var/.
-        "LINEAGE_PROXY__KAFKA__SPOOL__DIRECTORY": str(work / "spool"),
+    bootstraps: dict[str, str], wanted: set[str], work: Path, args: argparse.Namespace
+) -> dict[str, dict[str, Any]]:
+    """Every wanted scenario against each Kafka of ``bootstraps`` (every one running for
+    the whole run). Each ingest scenario runs on every Kafka in turn before the next, so
+    the two halves of a comparison are minutes apart at most, under the same brokers."""
+    results: dict[str, dict[str, Any]] = {kind: {} for kind in bootstraps}
+    ports = {kind: free_port() for kind in bootstraps}
+    envs = {
+        kind: {
+            "LINEAGE_PROXY__SERVER__PORT": str(ports[kind]),
+            "LINEAGE_PROXY__KAFKA__BOOTSTRAP_SERVERS": bootstrap,
+            "LINEAGE_PROXY__KAFKA__TOPIC": "bench.proxy",
+            "LINEAGE_PROXY__LOGGING__LEVEL": "WARNING",
+            # The proxy alone: consumer daemons run as their own processes in production
+            # (bench/consumer_throughput.py measures them); the archive goes to scratch.
+            "LINEAGE_PROXY__SERVER__RUN_CONSUMERS": "[]",
+            "LINEAGE_PROXY__ROUTING__ARCHIVE_ROOT": str(work / "archive"),
+            # The spool in the run's scratch directory, not the repository's var/.
+            "LINEAGE_PROXY__KAFKA__SPOOL__DIRECTORY": str(work / f"spool-{kind}"),
+        }
+        for kind, bootstrap in bootstraps.items()
     }
     proxy = [sys.executable, "-m", "proxy", "serve", "--config", str(REPO / "config.yaml")]
     for label, body, per_request, path, connections in ingest_scenarios(work, args):
         if label not in wanted:
             continue
-        results[label] = ingest_scenario(
-            label, body, per_request, path, connections, proxy, proxy_env, bootstrap, args
-        )
-    if "routing" in wanted:
-        results["routing"] = routing_scenario(proxy, proxy_env, port, single, work, args)
-    if "repairs" in wanted:
-        results["repairs"] = repairs_scenario(proxy, proxy_env, port, single, naive, args)
-    if "stages" in wanted:
-        results["stages"] = stages_scenario(proxy, proxy_env, port, single, work, args)
-    if "workers" in wanted:
-        results["workers"] = workers_scenario(proxy, proxy_env, port, single, args)
-    if "rss" in wanted:
-        results["rss"] = rss_scenario(proxy, proxy_env, port, single, work, args)
+        for kind, bootstrap in bootstraps.items():
+            results[kind][label] = ingest_scenario(
+                f"{kind}/{label}",
+                body,
+                per_request,
+                path,
+                connections,
+                proxy,
+                envs[kind],
+                bootstrap,
+                args,
+            )
+    single, naive = work / "single.json", work / "naive.json"
+    for kind in bootstraps:
+        env, port, out = envs[kind], ports[kind], results[kind]
+        if "routing" in wanted:
+            out["routing"] = routing_scenario(proxy, env, port, single, work, args)
+        if "repairs" in wanted:
+            out["repairs"] = repairs_scenario(proxy, env, port, single, naive, args)
+        if "stages" in wanted:
+            out["stages"] = stages_scenario(proxy, env, port, single, work, args)
+        if "workers" in wanted:
+            out["workers"] = workers_scenario(proxy, env, port, single, args)
+        if "rss" in wanted:
+            out["rss"] = rss_scenario(proxy, env, port, single, work, args)
     return results
 
 
