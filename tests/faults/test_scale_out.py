@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import random
 import signal
 import subprocess
 import time
@@ -72,6 +73,7 @@ KILL_AFTER_ACKNOWLEDGED = 400
 AFTER_TAKEOVER_ACKNOWLEDGED = 400
 # The killed consumer dies with this many deliveries sent and unanswered.
 IN_FLIGHT_AT_KILL = 8
+ANSWER_JITTER_SECONDS = 0.01
 
 
 class _Receiver(TargetDouble):
@@ -85,6 +87,7 @@ class _Receiver(TargetDouble):
         self.holding: int | None = None
         self.held = 0
         self._dropped = asyncio.Event()
+        self._jitter = random.Random(28)
 
     def url_for(self, member: int) -> str:
         return f"{self.url}{self.path}?member={member}"
@@ -97,6 +100,9 @@ class _Receiver(TargetDouble):
             self.held += 1
             await self._dropped.wait()
             return web.Response(status=503)
+        # A real target's answer time varies: without that, deliveries of one run sent
+        # concurrently (out of the consumer's order) would still land in order.
+        await asyncio.sleep(self._jitter.uniform(0, ANSWER_JITTER_SECONDS))
         return await super().answer(request, body)
 
 
