@@ -36,6 +36,16 @@ numbers on a shared 2-core machine are noise:
 
 ``--quick`` shortens every phase (a smoke run: the figures mean little).
 
+Kafka: ``--kafka embedded`` (the default) is the quick start's embedded broker (Tansu,
+one process, memory only); ``--kafka cluster`` starts a 3-broker Apache Kafka cluster
+(KRaft, replication factor 3, ``min.insync.replicas=2``, tests/support/kafka_cluster.py)
+for the run and stops it after; ``--bootstrap host:port`` uses a cluster that is already
+running. ``--kafka embedded,cluster`` runs every chosen scenario on each in turn, in one
+run, and adds ``across_kafka``: each server's events/s on the cluster over the embedded
+broker's (the proxy's and the durable forwarder's are the ones that wait for Kafka;
+``parse_200`` never touches it, so its ratio shows how much the machine's load moved
+between the two halves of the run).
+
 Each server's CPU time per event (all its threads, from /proc) is reported too, and
 ``cpu_ratios`` compare it (reference's / proxy's): on a shared, overloaded machine the
 throughput ratios swing with the neighbours' load, CPU per event much less.
@@ -54,17 +64,21 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
 import orjson
 import requests
+from confluent_kafka import Producer
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from proxy.embedded_broker import EmbeddedBroker, free_port  # noqa: E402
 from tests.sample_events import rich_run_event  # noqa: E402
+from tests.support.kafka_cluster import KafkaCluster  # noqa: E402
 
 WRK_SCRIPT = """
 wrk.method = "POST"
@@ -261,6 +275,15 @@ def main() -> int:
     parser.add_argument(
         "--quick", action="store_true", help="3 s per scenario, 10 s per RSS run: a smoke run"
     )
+    parser.add_argument(
+        "--kafka",
+        default="embedded",
+        help="comma-separated: embedded (Tansu), cluster (3 Apache Kafka brokers started "
+        "for the run); each runs every scenario (default: embedded)",
+    )
+    parser.add_argument(
+        "--bootstrap", help="host:port of a running Kafka cluster to use instead of --kafka"
+    )
     args = parser.parse_args()
     if args.quick:
         args.seconds, args.rss_seconds = 3, 10
@@ -274,38 +297,17 @@ def main() -> int:
     single.write_bytes(orjson.dumps(rich_run_event()))
     naive = work / "naive.json"
     naive.write_bytes(orjson.dumps({**rich_run_event(), "eventTime": "2026-11-23T10:00:00.123"}))
-    python = sys.executable
-    results: dict[str, Any] = {}
-    with EmbeddedBroker() as broker:
-        bootstrap = broker.bootstrap_servers
-        port = free_port()
-        proxy_env = {
-            "LINEAGE_PROXY__SERVER__PORT": str(port),
-            "LINEAGE_PROXY__KAFKA__BOOTSTRAP_SERVERS": bootstrap,
-            "LINEAGE_PROXY__KAFKA__TOPIC": "bench.proxy",
-            "LINEAGE_PROXY__LOGGING__LEVEL": "WARNING",
-            # The proxy alone: consumer daemons run as their own processes in production
-            # (bench/consumer_throughput.py measures them), and the archive goes to scratch.
-            "LINEAGE_PROXY__SERVER__RUN_CONSUMERS": "[]",
-            "LINEAGE_PROXY__ROUTING__ARCHIVE_ROOT": str(work / "archive"),
+    kinds = ["bootstrap"] if args.bootstrap else args.kafka.split(",")
+    # The machine's 1/5/15-minute load averages at the start and the end: shared machines
+    # are noisy, and figures are only as good as the load they were taken under.
+    load_average = {"start": os.getloadavg()}
+    with ExitStack() as running:
+        bootstraps = {
+            kind: running.enter_context(kafka_for(kind, args.bootstrap, work)) for kind in kinds
         }
-        proxy = [python, "-m", "proxy", "serve", "--config", str(REPO / "config.yaml")]
-        for label, body, per_request, path, connections in ingest_scenarios(work, args):
-            if label not in wanted:
-                continue
-            results[label] = ingest_scenario(
-                label, body, per_request, path, connections, proxy, proxy_env, bootstrap, args
-            )
-        if "routing" in wanted:
-            results["routing"] = routing_scenario(proxy, proxy_env, port, single, work, args)
-        if "repairs" in wanted:
-            results["repairs"] = repairs_scenario(proxy, proxy_env, port, single, naive, args)
-        if "stages" in wanted:
-            results["stages"] = stages_scenario(proxy, proxy_env, port, single, work, args)
-        if "workers" in wanted:
-            results["workers"] = workers_scenario(proxy, proxy_env, port, single, args)
-        if "rss" in wanted:
-            results["rss"] = rss_scenario(proxy, proxy_env, port, single, work, args)
+        by_kafka = run_scenarios(bootstraps, wanted, work, args)
+    load_average["end"] = os.getloadavg()
+    results: dict[str, Any] = by_kafka[kinds[0]] if len(kinds) == 1 else by_kafka
     report = {
         "benchmark": "http_ingest",
         "event_bytes": single.stat().st_size,
@@ -313,10 +315,117 @@ def main() -> int:
         "seconds_per_scenario": args.seconds,
         "connections": args.connections,
         "cpus": os.cpu_count(),
+        "kafka": kinds,
+        "load_average": load_average,
         "results": results,
     }
+    if {"embedded", "cluster"} <= set(by_kafka):
+        report["across_kafka"] = across_kafka(by_kafka["embedded"], by_kafka["cluster"])
     print(json.dumps(report, indent=2))
     return 0
+
+
+@contextmanager
+def kafka_for(kind: str, bootstrap: str | None, work: Path) -> Iterator[str]:
+    """The bootstrap address of the Kafka ``kind`` names, for as long as the block runs."""
+    if kind == "bootstrap" and bootstrap:
+        yield bootstrap
+    elif kind == "embedded":
+        with EmbeddedBroker() as broker:
+            yield broker.bootstrap_servers
+    elif kind == "cluster":
+        log("bench: starting a 3-broker Apache Kafka cluster ...")
+        cluster = KafkaCluster(work / "kafka", brokers=3).start()
+        try:
+            warm_up(cluster.bootstrap_servers)
+            yield cluster.bootstrap_servers
+        finally:
+            cluster.stop()
+    else:
+        raise SystemExit(f"bench: --kafka {kind!r}: use embedded or cluster")
+
+
+def warm_up(bootstrap: str) -> None:
+    """One idempotent acks=all write confirmed: a fresh cluster makes its first idempotent
+    producer wait while it creates its internal topics ("coordinator load in progress"),
+    which would land in the first scenario's figures."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+    producer.produce("bench.warm-up", b"{}")
+    if producer.flush(120) != 0:
+        raise SystemExit(f"bench: the cluster at {bootstrap} confirmed no write in 120 s")
+
+
+def run_scenarios(
+    bootstraps: dict[str, str], wanted: set[str], work: Path, args: argparse.Namespace
+) -> dict[str, dict[str, Any]]:
+    """Every wanted scenario against each Kafka of ``bootstraps`` (every one running for
+    the whole run). Each ingest scenario runs on every Kafka in turn before the next, so
+    the two halves of a comparison are minutes apart at most, under the same brokers."""
+    results: dict[str, dict[str, Any]] = {kind: {} for kind in bootstraps}
+    ports = {kind: free_port() for kind in bootstraps}
+    envs = {
+        kind: {
+            "LINEAGE_PROXY__SERVER__PORT": str(ports[kind]),
+            "LINEAGE_PROXY__KAFKA__BOOTSTRAP_SERVERS": bootstrap,
+            "LINEAGE_PROXY__KAFKA__TOPIC": "bench.proxy",
+            "LINEAGE_PROXY__LOGGING__LEVEL": "WARNING",
+            # The proxy alone: consumer daemons run as their own processes in production
+            # (bench/consumer_throughput.py measures them); the archive goes to scratch.
+            "LINEAGE_PROXY__SERVER__RUN_CONSUMERS": "[]",
+            "LINEAGE_PROXY__ROUTING__ARCHIVE_ROOT": str(work / "archive"),
+            # The spool in the run's scratch directory, not the repository's var/.
+            "LINEAGE_PROXY__KAFKA__SPOOL__DIRECTORY": str(work / f"spool-{kind}"),
+        }
+        for kind, bootstrap in bootstraps.items()
+    }
+    proxy = [sys.executable, "-m", "proxy", "serve", "--config", str(REPO / "config.yaml")]
+    for label, body, per_request, path, connections in ingest_scenarios(work, args):
+        if label not in wanted:
+            continue
+        for kind, bootstrap in bootstraps.items():
+            results[kind][label] = ingest_scenario(
+                f"{kind}/{label}",
+                body,
+                per_request,
+                path,
+                connections,
+                proxy,
+                envs[kind],
+                bootstrap,
+                args,
+            )
+    single, naive = work / "single.json", work / "naive.json"
+    for kind in bootstraps:
+        env, port, out = envs[kind], ports[kind], results[kind]
+        if "routing" in wanted:
+            out["routing"] = routing_scenario(proxy, env, port, single, work, args)
+        if "repairs" in wanted:
+            out["repairs"] = repairs_scenario(proxy, env, port, single, naive, args)
+        if "stages" in wanted:
+            out["stages"] = stages_scenario(proxy, env, port, single, work, args)
+        if "workers" in wanted:
+            out["workers"] = workers_scenario(proxy, env, port, single, args)
+        if "rss" in wanted:
+            out["rss"] = rss_scenario(proxy, env, port, single, work, args)
+    return results
+
+
+def across_kafka(embedded: dict[str, Any], cluster: dict[str, Any]) -> dict[str, Any]:
+    """Per ingest scenario and server: events/s on the cluster over events/s on the
+    embedded broker, and the within-run ratios (proxy vs references) on each."""
+    compared: dict[str, Any] = {}
+    for label in INGEST_SCENARIOS:
+        if label not in embedded or label not in cluster:
+            continue
+        compared[label] = {
+            f"{name}_cluster_vs_embedded": round(
+                cluster[label][name]["events_per_s"] / embedded[label][name]["events_per_s"], 3
+            )
+            for name in ("proxy", "durable_forwarder", "naive_forwarder", "parse_200")
+        }
+        compared[label]["ratios_embedded"] = embedded[label]["ratios"]
+        compared[label]["ratios_cluster"] = cluster[label]["ratios"]
+    return compared
 
 
 INGEST_SCENARIOS = ("single", "single_c128", "batch", "batch_1000")

@@ -8,7 +8,7 @@ import asyncio
 import gzip
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,12 +20,14 @@ from tests.sample_events import run_event
 from tests.support.kafka_reader import Record, read_all_produced_so_far, read_through_markers
 
 __all__ = [
+    "BalancedLoadResult",
     "LoadResult",
     "archive_run_ids",
     "compare",
     "kafka_run_ids",
     "landed_before_a_marker",
     "post_events",
+    "post_runs_balanced",
 ]
 
 
@@ -97,6 +99,88 @@ async def post_events(
         connector=connector, timeout=ClientTimeout(total=request_timeout)
     ) as session:
         await asyncio.gather(*(client(session) for _ in range(concurrency)))
+    return result
+
+
+@dataclass
+class BalancedLoadResult(LoadResult):
+    """A :class:`LoadResult` of :func:`post_runs_balanced`: ``acknowledged`` holds event
+    identities; ``acked_by`` says which proxy answered each 2xx and whether from its spool
+    (the ``X-Lineage-Spooled`` header); ``failovers`` counts requests sent again to
+    another proxy; ``gave_up`` the events no proxy acknowledged in time."""
+
+    acked_by: dict[str, tuple[str, bool]] = field(default_factory=dict)
+    failovers: int = 0
+    gave_up: list[str] = field(default_factory=list)
+
+
+async def post_runs_balanced(
+    urls: Sequence[str],
+    next_run: Callable[[], list[dict[str, Any]] | None],
+    identify: Callable[[dict[str, Any]], str],
+    *,
+    concurrency: int = 32,
+    request_timeout: float = 15.0,
+    give_up_seconds: float = 120.0,
+    into: BalancedLoadResult | None = None,
+) -> BalancedLoadResult:
+    """``concurrency`` clients behind a load balancer over the proxies at ``urls``. Each
+    client posts one pipeline run's events in order, the next only after a 2xx for the
+    last (as one job's OpenLineage client does), and takes the next run from
+    ``next_run()`` until it returns None. A client keeps its proxy (one keep-alive
+    connection, as a layer-4 balancer pins it); a request that fails — connection
+    refused or reset, timeout, 5xx — is sent again to the next proxy, which the client
+    then keeps, as a balancer retries on another upstream and marks the failed one
+    down. A 4xx is final (not retried). An event not acknowledged within
+    ``give_up_seconds`` ends its run (later events of the run would overtake it)."""
+    result = into if into is not None else BalancedLoadResult()
+
+    async def post(session: ClientSession, url: str, event: dict[str, Any]) -> int | str:
+        try:
+            async with session.post(url + "/api/v1/lineage", data=orjson.dumps(event)) as resp:
+                await resp.read()
+                if 200 <= resp.status < 300:
+                    spooled = resp.headers.get("X-Lineage-Spooled") == "true"
+                    result.acked_by[identify(event)] = (url, spooled)
+                return resp.status
+        except (ClientError, TimeoutError) as exc:
+            return type(exc).__name__
+
+    async def deliver(session: ClientSession, proxy: int, event: dict[str, Any]) -> int | None:
+        """Post ``event`` until a proxy takes it: the proxy that did (the client keeps
+        it), or None when none did."""
+        result.sent += 1
+        first = time.monotonic()
+        while True:
+            status = await post(session, urls[proxy], event)
+            finished = time.monotonic()
+            result.statuses[status] += 1
+            result.answers.append((finished, status))
+            result.slowest_seconds = max(result.slowest_seconds, finished - first)
+            if isinstance(status, int) and 200 <= status < 300:
+                result.acknowledged.append(identify(event))
+                return proxy
+            if (isinstance(status, int) and status < 500) or finished - first > give_up_seconds:
+                result.gave_up.append(identify(event))
+                return None
+            result.failovers += 1
+            proxy = (proxy + 1) % len(urls)
+            await asyncio.sleep(0.05)  # a balancer's retry backoff, not a wait for a state
+
+    async def client(number: int) -> None:
+        proxy = number % len(urls)
+        connector = TCPConnector(limit=1)
+        async with ClientSession(
+            connector=connector, timeout=ClientTimeout(total=request_timeout)
+        ) as session:
+            while (run := next_run()) is not None:
+                for event in run:
+                    took = await deliver(session, proxy, event)
+                    if took is None:
+                        break
+                    proxy = took
+
+    await asyncio.gather(*(client(number) for number in range(concurrency)))
     return result
 
 
