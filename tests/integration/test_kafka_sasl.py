@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import io
-import logging
 import os
 import re
 import shutil
@@ -34,14 +32,15 @@ import aiohttp
 import orjson
 import pytest
 import yaml
+from confluent_kafka import KafkaException
 
-from proxy.cli import main
 from tests.certificates import TestCA
 from tests.doubles.target_double import TargetDouble
 from tests.sample_events import run_event
+from tests.support.cli import run_cli
 from tests.support.consumers import FAST_BREAKER, FAST_RETRY, TEST_GROUP
 from tests.support.kafka_cluster import SCRAM, KafkaCluster, SaslSslListener
-from tests.support.kafka_reader import read_topic
+from tests.support.kafka_reader import Record, read_topic
 from tests.support.metrics import sample
 from tests.support.paths import REPO
 from tests.support.ports import free_port
@@ -186,26 +185,26 @@ async def _get(url: str, path: str) -> tuple[int, str]:
         return resp.status, await resp.text()
 
 
-async def _cli(*args: str) -> tuple[int, str, str]:
-    """``lineage-proxy ARGS`` in a thread of this process (a new interpreter per call
-    costs seconds on a busy machine): (exit code, stdout, stderr)."""
+async def _landed(bootstrap: str, topic: str, expect: int) -> list[Record]:
+    """The records of ``topic`` once it holds ``expect`` (a topic a client under test
+    creates may not exist yet when asked: "not yet")."""
+    found: list[Record] = []
 
-    def run() -> tuple[int, str, str]:
-        out, err = io.StringIO(), io.StringIO()
-        root = logging.getLogger()
-        handlers, level = root.handlers[:], root.level  # the CLI sets up logging anew
-        try:
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                code = main(list(args))
-        finally:
-            root.handlers[:] = handlers
-            root.setLevel(level)
-        return code, out.getvalue(), err.getvalue()
+    def enough() -> bool:
+        nonlocal found
+        found = read_topic(bootstrap, topic, expect=expect, timeout=5)
+        return len(found) >= expect
 
-    return await asyncio.to_thread(run)
+    await wait_for(
+        lambda: asyncio.to_thread(enough),
+        60,
+        f"{expect} records in {topic}",
+        ignoring=KafkaException,
+    )
+    return found
 
 
-def _run_ids(records: list[Any]) -> list[str]:
+def _run_ids(records: list[Record]) -> list[str]:
     return [orjson.loads(r.value)["run"]["runId"] for r in records]
 
 
@@ -253,7 +252,7 @@ async def test_serve_tap_consumers_dead_letters_dlq_and_replay_through_sasl_ssl_
         # The tap shows events only once Kafka confirmed them: through SASL_SSL.
         shown = [orjson.loads(line)["event"]["run"]["runId"] for line in tapped.splitlines()]
         assert shown == [e["run"]["runId"] for e in events[:2]]
-        landed = await asyncio.to_thread(read_topic, secured.plaintext, topic, expect=6)
+        landed = await _landed(secured.plaintext, topic, 6)
         assert sorted(_run_ids(landed)) == sorted(e["run"]["runId"] for e in events)
 
         # The HTTP target refuses the first event for good: it goes to the dead letters.
@@ -265,31 +264,29 @@ async def test_serve_tap_consumers_dead_letters_dlq_and_replay_through_sasl_ssl_
                 "the archive and the http target to get every event",
                 alive=daemons,
             )
-            copied = await asyncio.to_thread(
-                read_topic, secured.plaintext, f"{topic}.copy", expect=6
-            )
-            dead = await asyncio.to_thread(read_topic, secured.plaintext, f"{topic}.dlq", expect=1)
+            copied = await _landed(secured.plaintext, f"{topic}.copy", 6)
+            dead = await _landed(secured.plaintext, f"{topic}.dlq", 1)
     assert sorted(_run_ids(copied)) == sorted(e["run"]["runId"] for e in events)
     assert len(dead) == 1
 
-    code, out, err = await _cli("dlq", "list", "--format", "json", "--config", str(config))
+    code, out, err = await run_cli("dlq", "list", "--format", "json", "--config", str(config))
     assert code == 0, err
     [listed] = [orjson.loads(line) for line in out.splitlines()]
     assert listed["consumer"] == "http", listed
-    code, _, err = await _cli(
+    code, _, err = await run_cli(
         "dlq", "redrive", "--all", "--to-topic", f"{topic}.redriven", "--create-topic",
         "--config", str(config),
     )  # fmt: skip
     assert code == 0, err
-    redriven = await asyncio.to_thread(read_topic, secured.plaintext, f"{topic}.redriven", expect=1)
+    redriven = await _landed(secured.plaintext, f"{topic}.redriven", 1)
     assert _run_ids(redriven) == _run_ids(dead)
 
-    code, _, err = await _cli(
+    code, _, err = await run_cli(
         "replay", "--archive", str(consumed), "--to-topic", f"{topic}.replayed",
         "--create-topic", "--config", str(config),
     )  # fmt: skip
     assert code == 0, err
-    replayed = await asyncio.to_thread(read_topic, secured.plaintext, f"{topic}.replayed", expect=6)
+    replayed = await _landed(secured.plaintext, f"{topic}.replayed", 6)
     assert sorted(_run_ids(replayed)) == sorted(e["run"]["runId"] for e in events)
 
 
@@ -322,7 +319,7 @@ async def test_spooled_events_drain_through_sasl_ssl_with_settings_from_the_envi
     with _process(["serve", "--config", str(config)], env) as proxy:
         await asyncio.to_thread(wait_until_ready, url, proxy)
         await wait_for(lambda: _spool_empty(url), 60, "the spool to drain", alive=proxy)
-    landed = await asyncio.to_thread(read_topic, secured.plaintext, topic, expect=30)
+    landed = await _landed(secured.plaintext, topic, 30)
     assert sorted(_run_ids(landed)) == sorted(e["run"]["runId"] for e in events)
 
 
