@@ -150,7 +150,7 @@ class ClusterLog:
         elif error.code() == _AUTHENTICATION:
             with self._lock:
                 self.authentication_error = reason
-            self.unreachable(f"authentication refused: {reason}; {CHECK_CREDENTIALS}")
+            self.unreachable(reason)
         elif error.code() in _BROKER_CODES:
             self.broker_failed(reason)
         else:
@@ -206,6 +206,8 @@ class ClusterLog:
         args: tuple[object, ...]
         with self._lock:
             self.failures += 1
+            if self.authentication_error is not None:  # each line of it says what to check
+                reason = f"authentication refused: {self.authentication_error}; {CHECK_CREDENTIALS}"
             now = self._clock()
             if self.unreachable_since is None:
                 self.unreachable_since = self._unreachable_logged = now

@@ -4,6 +4,10 @@ HTTP target, Kafka republisher) and their dead-letter producer, ``dlq``, ``repla
 --to-topic`` and ``tap`` — with the security settings from config.yaml and from the
 environment — and a wrong password that leaves the proxy not ready with one clear line.
 
+The Marquez, Egeria and DataHub consumers read Kafka with the same source
+(consumers/kafka_source.py) and deliver through the same HTTP destination as the ``http``
+consumer here, so they are covered by its path rather than started again.
+
 One private 1-broker cluster for the module (the session's clusters have no SASL
 listener; a second listener there would cost every worker a keystore and SCRAM users
 for the few tests that need them). Its certificate comes from the tests' CA

@@ -192,6 +192,9 @@ def test_refused_credentials_are_one_line_saying_what_to_check_until_a_broker_an
         "sasl.mechanisms, and that the user exists on the cluster"
     )
     assert cluster.authentication_error == AUTH_FAILED
+    clock.now += 60
+    _refused(cluster)  # a minute on: one "still" line, saying what to check again
+    assert len(_lines(caplog)) == 2 and _lines(caplog)[1].endswith(line.split("; ", 1)[1])
     assert cluster.failures >= 100  # every attempt counted, for the metric
     cluster.stats(orjson.dumps({"brokers": {"b/1": {"state": "UP", "rx": 3}}}).decode())
     assert cluster.authentication_error is None  # let in: readiness stops saying it
