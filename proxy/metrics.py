@@ -10,10 +10,11 @@ from typing import Protocol
 import aiohttp
 import confluent_kafka
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from proxy import __version__
+from proxy.destinations.kafka_client_logs import cluster_log
 
 __all__ = ["KafkaReachability", "ProxyMetrics"]
 
@@ -138,7 +139,9 @@ class _Producer(Protocol):
 class KafkaReachability(Collector):
     """``lineage_proxy_kafka_reachable{cluster}``: 1 while the producer of that cluster is
     delivering, 0 while it is known not to (what the producer itself tracks), read on
-    scrape — so an alert can say "Kafka unreachable" rather than infer it from spooling."""
+    scrape — so an alert can say "Kafka unreachable" rather than infer it from spooling;
+    and ``lineage_proxy_kafka_connection_failures_total{cluster}``, every failure the log
+    (throttled to a line a minute) does not repeat."""
 
     def __init__(self, producers: Callable[[], Iterable[_Producer]]) -> None:
         self._producers = producers
@@ -154,6 +157,14 @@ class KafkaReachability(Collector):
             cluster = str(producer.settings.get("bootstrap.servers", ""))
             # Several producers (settings) per cluster: reachable if any of them delivers.
             clusters[cluster] = clusters.get(cluster, False) or producer.delivering
+        failures = CounterMetricFamily(
+            "lineage_proxy_kafka_connection_failures",
+            "Failed connections to the cluster's brokers and refused authentications, as "
+            "librdkafka reported them (logged or not: the log says an outage once).",
+            labels=["cluster"],
+        )
         for cluster, up in clusters.items():
             reachable.add_metric([cluster], 1.0 if up else 0.0)
+            failures.add_metric([cluster], float(cluster_log(cluster).failures))
         yield reachable
+        yield failures

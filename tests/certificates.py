@@ -12,6 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import trustme
+from cryptography import x509
+from cryptography.hazmat.primitives.serialization import (
+    BestAvailableEncryption,
+    load_pem_private_key,
+    pkcs12,
+)
 
 __all__ = ["Issued", "TestCA", "fingerprint_of"]
 
@@ -53,6 +59,24 @@ class TestCA:
         leaf.private_key_pem.write_to_path(str(key))
         der = ssl.PEM_cert_to_DER_cert(leaf.cert_chain_pems[0].bytes().decode())
         return Issued(cert, key, fingerprint_of(der))
+
+    def issue_keystore(self, name: str, password: str, identity: str = "127.0.0.1") -> Path:
+        """A leaf certificate for ``identity`` and its key in a PKCS#12 keystore protected
+        by ``password``, written to ``name.p12``: what a Java server (a Kafka broker's
+        ``ssl.keystore.location``) loads."""
+        leaf = self._ca.issue_cert(identity, common_name=name)
+        key = load_pem_private_key(leaf.private_key_pem.bytes(), password=None)
+        cert, *chain = (x509.load_pem_x509_certificate(b.bytes()) for b in leaf.cert_chain_pems)
+        blob = pkcs12.serialize_key_and_certificates(
+            name.encode(),
+            key,  # type: ignore[arg-type]  # trustme issues EC keys, which PKCS#12 takes
+            cert,
+            chain or None,
+            BestAvailableEncryption(password.encode()),
+        )
+        path = self.directory / f"{name}.p12"
+        path.write_bytes(blob)
+        return path
 
     def client_context(self, client: Issued | None = None) -> ssl.SSLContext:
         """A client context that trusts this CA (and presents ``client``'s certificate)."""

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from proxy.destinations.http.targets import HttpTargetConfig
 from proxy.destinations.kafka_keys import key_function
@@ -38,6 +38,7 @@ __all__ = [
     "KafkaDestinationConfig",
     "ObjectArchiveDestinationConfig",
     "SpoolConfig",
+    "check_security_settings",
     "connection_settings",
     "producer_settings",
     "refuse_weaker_durability",
@@ -91,6 +92,54 @@ def resolve_env_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
         except ValueError as exc:
             raise ValueError(f"{key}: {exc}") from None
     return resolved
+
+
+_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER")
+# Mechanisms that authenticate with a user name and a password.
+_PASSWORD_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+# Files librdkafka reads when the client is created: a missing one fails every client of
+# the cluster with an OpenSSL error ("BIO lib") that names no file.
+_SECURITY_FILES = (
+    "ssl.ca.location",
+    "ssl.certificate.location",
+    "ssl.key.location",
+    "ssl.keystore.location",
+    "ssl.crl.location",
+)
+
+
+def check_security_settings(settings: Mapping[str, Any]) -> None:
+    """Raise ValueError naming the key when the security settings among ``settings``
+    (librdkafka's, ``_env`` secrets unresolved) cannot work: an unknown protocol or SASL
+    mechanism, a password mechanism without its user name or password, a certificate or
+    key file that is not there. Checked at start, so that a typo is one line with the
+    file and line of config.yaml rather than an OpenSSL error from every client."""
+
+    def given(key: str) -> bool:
+        return key in settings or f"{key}{_ENV_SUFFIX}" in settings
+
+    protocol = str(settings.get("security.protocol", "PLAINTEXT")).upper()
+    if protocol not in _PROTOCOLS:
+        raise ValueError(f"security.protocol: {protocol!r} is none of {', '.join(_PROTOCOLS)}")
+    mechanism = str(settings.get("sasl.mechanisms", settings.get("sasl.mechanism", "GSSAPI")))
+    if protocol.startswith("SASL_"):
+        if mechanism.upper() not in _MECHANISMS:
+            raise ValueError(f"sasl.mechanisms: {mechanism!r} is none of {', '.join(_MECHANISMS)}")
+        missing = [
+            key
+            for key in ("sasl.username", "sasl.password")
+            if mechanism.upper() in _PASSWORD_MECHANISMS and not given(key)
+        ]
+        if missing:
+            raise ValueError(
+                f"security.protocol {protocol} with {mechanism} needs "
+                f"{' and '.join(missing)} (the password may be sasl.password_env: VARIABLE)"
+            )
+    for key in _SECURITY_FILES:
+        value = settings.get(key)
+        if value is not None and value != "probe" and not Path(str(value)).exists():
+            raise ValueError(f"{key}: {value} does not exist")
 
 
 def connection_settings(bootstrap_servers: str, settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -164,6 +213,14 @@ class KafkaConfig(StrictModel):
     producer: dict[str, str | int | float | bool] = Field(default_factory=dict)
     # Where events wait, fsynced, while Kafka cannot confirm them.
     spool: SpoolConfig = Field(default_factory=SpoolConfig)
+
+    @field_validator("producer")
+    @classmethod
+    def _security_that_can_work(
+        cls, producer: dict[str, str | int | float | bool]
+    ) -> dict[str, str | int | float | bool]:
+        check_security_settings(producer)
+        return producer
 
     @model_validator(mode="after")
     def _durability_is_not_negotiable(self) -> KafkaConfig:

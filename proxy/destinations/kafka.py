@@ -24,7 +24,11 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, Resourc
 from proxy.destinations.base import DeliveryError, TooLarge
 from proxy.destinations.deliver_each import deliver_each
 from proxy.destinations.hops import kafka_headers as hop_headers
-from proxy.destinations.kafka_client_logs import kafka_client_config
+from proxy.destinations.kafka_client_logs import (
+    CHECK_CREDENTIALS,
+    cluster_log,
+    kafka_client_config,
+)
 from proxy.destinations.kafka_replicas import replication_shortfall
 from proxy.destinations.spool import SpoolRefused
 from proxy.openlineage import event_key, event_kind, subject_name
@@ -761,7 +765,11 @@ class KafkaDestination:
         if self._kafka_says is not None:
             return f"Kafka at {servers} refuses writes: {self._kafka_says}"
         answered = self._producer.answered_at
-        if answered is None:
+        refused = cluster_log(str(servers)).authentication_error
+        if refused is not None:
+            since = f"refuses our credentials ({refused})"
+            action = CHECK_CREDENTIALS
+        elif answered is None:
             started = utc_timestamp(self._producer.started_at)
             since = f"has not answered since the proxy started at {started}"
             action = "check kafka.bootstrap_servers and that the broker is up"

@@ -9,7 +9,9 @@ librdkafka a ``logger``, an ``error_cb`` and a ``stats_cb`` that all report to o
 
 - when no broker answers (or authentication fails), one WARNING ``cannot reach Kafka
   at X: <reason>``; while the outage lasts, at most one ``still cannot reach …`` line
-  per :data:`REPEAT_SECONDS`;
+  per :data:`REPEAT_SECONDS`. A refused authentication (a wrong SASL password, an
+  unknown user) says so and what to check (:data:`CHECK_CREDENTIALS`), and is kept in
+  :attr:`ClusterLog.authentication_error` for readiness to report;
 - when a broker answers again (librdkafka's statistics show a broker that is ``UP`` and
   received responses since the last statistics — a connection alone is no answer: a
   frozen broker's kernel still accepts connections), one INFO ``Kafka at X reachable
@@ -37,6 +39,7 @@ import orjson
 
 __all__ = [
     "BROKER_GRACE_SECONDS",
+    "CHECK_CREDENTIALS",
     "REPEAT_SECONDS",
     "ClusterLog",
     "cluster_log",
@@ -46,6 +49,12 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 _librdkafka = logging.getLogger("librdkafka")
+
+# What an operator checks when the cluster refuses our credentials.
+CHECK_CREDENTIALS = (
+    "check sasl.username and sasl.password (or sasl.password_env) under kafka.producer, "
+    "sasl.mechanisms, and that the user exists on the cluster"
+)
 
 # The least time between two lines about one ongoing problem.
 REPEAT_SECONDS = 60.0
@@ -115,6 +124,11 @@ class ClusterLog:
         self._responses: dict[str, int] = {}
         # Statistics documents read so far (how a test knows some were read in an outage).
         self.statistics = 0
+        # Failed connections and refusals librdkafka reported (each one, logged or not):
+        # ``lineage_proxy_kafka_connection_failures_total``.
+        self.failures = 0
+        # Why the cluster refused our credentials, until a broker answers again.
+        self.authentication_error: str | None = None
 
     # ---- the three callbacks librdkafka is given ----
 
@@ -134,6 +148,8 @@ class ClusterLog:
         if error.code() == _ALL_BROKERS_DOWN:
             self.unreachable(self._last_reason or reason)
         elif error.code() == _AUTHENTICATION:
+            with self._lock:
+                self.authentication_error = reason
             self.unreachable(reason)
         elif error.code() in _BROKER_CODES:
             self.broker_failed(reason)
@@ -165,6 +181,7 @@ class ClusterLog:
         """A connection to one broker (or its name resolution) failed."""
         reason = reason.strip() or _NO_REASON
         with self._lock:
+            self.failures += 1
             self._last_reason = reason
             now = self._clock()
             in_outage = self.unreachable_since is not None
@@ -188,6 +205,9 @@ class ClusterLog:
         reason = reason.strip() or _NO_REASON
         args: tuple[object, ...]
         with self._lock:
+            self.failures += 1
+            if self.authentication_error is not None:  # each line of it says what to check
+                reason = f"authentication refused: {self.authentication_error}; {CHECK_CREDENTIALS}"
             now = self._clock()
             if self.unreachable_since is None:
                 self.unreachable_since = self._unreachable_logged = now
@@ -210,6 +230,7 @@ class ClusterLog:
     def reachable(self) -> None:
         """A broker of the cluster is connected: log the end of an outage, if any."""
         with self._lock:
+            self.authentication_error = None
             if self.unreachable_since is None:
                 return
             lasted = self._clock() - self.unreachable_since

@@ -11,6 +11,12 @@ Faults are done to the real processes: :meth:`KafkaCluster.kill` (SIGKILL),
 :meth:`KafkaCluster.pause`/:meth:`KafkaCluster.resume` (SIGSTOP/SIGCONT),
 :meth:`KafkaCluster.start_node` after a kill or :meth:`KafkaCluster.stop_node`.
 
+With ``sasl=SaslSslListener(...)`` every node also listens for SASL_SSL clients
+(SCRAM-SHA-512 over TLS) on a port of its own, :attr:`KafkaCluster.sasl_bootstrap_servers`;
+the SCRAM users are created when the storage is formatted (``--add-scram``), as an operator
+bootstraps a secured KRaft cluster. Brokers and controllers talk PLAINTEXT among themselves
+and tests may read back through the PLAINTEXT listener.
+
 ``python -m tests.support.kafka_cluster start|stop`` is what ``scripts/kafka.sh start|stop``
 runs for a developer.
 """
@@ -37,7 +43,10 @@ from confluent_kafka.admin import AdminClient
 from tests.support.paths import REPO
 from tests.support.ports import free_port
 
-__all__ = ["KafkaCluster", "KafkaNode", "kafka_classpath"]
+__all__ = ["SCRAM", "KafkaCluster", "KafkaNode", "SaslSslListener", "kafka_classpath"]
+
+# The one SASL mechanism the secured listener offers.
+SCRAM = "SCRAM-SHA-512"
 
 # Small heaps: a test cluster holds little, and three JVMs share a 2-core, shared machine.
 JVM_OPTIONS = [
@@ -80,6 +89,16 @@ def _listening(port: int) -> bool:
     return False
 
 
+@dataclass(frozen=True)
+class SaslSslListener:
+    """A SASL_SSL listener: the brokers' PKCS#12 keystore (certificate and key, made in
+    the test by tests/certificates.py) and the SCRAM-SHA-512 users, name → password."""
+
+    keystore: Path
+    keystore_password: str
+    users: dict[str, str]
+
+
 @dataclass
 class KafkaNode:
     """One combined broker+controller: its id, ports and directory."""
@@ -89,6 +108,8 @@ class KafkaNode:
     controller_port: int
     directory: Path
     process: subprocess.Popen[bytes] | None = None
+    # The SASL_SSL listener's port, on a cluster that has one.
+    sasl_port: int | None = None
 
     @property
     def pid(self) -> int | None:
@@ -115,17 +136,30 @@ class KafkaCluster:
     the settings of a production cluster that keeps taking writes with one broker down.
     """
 
-    def __init__(self, directory: Path, brokers: int = 3, controllers: int | None = None) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        brokers: int = 3,
+        controllers: int | None = None,
+        sasl: SaslSslListener | None = None,
+    ) -> None:
         if brokers not in (1, 3):
             raise ValueError("a test cluster has 1 or 3 brokers")
         self.directory = directory
+        self.sasl = sasl
         state = directory / "cluster.json"
         if state.exists():
             saved = json.loads(state.read_text())
             self.cluster_id: str = saved["cluster_id"]
             self.controllers: int = saved["controllers"]
             self.nodes = [
-                KafkaNode(n["node_id"], n["port"], n["controller_port"], directory / n["name"])
+                KafkaNode(
+                    n["node_id"],
+                    n["port"],
+                    n["controller_port"],
+                    directory / n["name"],
+                    sasl_port=n.get("sasl_port"),
+                )
                 for n in saved["nodes"]
             ]
         else:
@@ -134,7 +168,13 @@ class KafkaCluster:
             # the others are brokers only. Default: every node, as in a small production setup.
             self.controllers = brokers if controllers is None else controllers
             self.nodes = [
-                KafkaNode(i, free_port(), free_port(), directory / f"node-{i}")
+                KafkaNode(
+                    i,
+                    free_port(),
+                    free_port(),
+                    directory / f"node-{i}",
+                    sasl_port=free_port() if sasl is not None else None,
+                )
                 for i in range(1, brokers + 1)
             ]
         self.replication_factor = len(self.nodes)
@@ -146,6 +186,13 @@ class KafkaCluster:
     @property
     def bootstrap_servers(self) -> str:
         return ",".join(f"127.0.0.1:{node.port}" for node in self.nodes)
+
+    @property
+    def sasl_bootstrap_servers(self) -> str:
+        """The SASL_SSL listeners' addresses (a cluster started with ``sasl``)."""
+        if self.sasl is None:
+            raise RuntimeError("this cluster has no SASL_SSL listener")
+        return ",".join(f"127.0.0.1:{node.sasl_port}" for node in self.nodes)
 
     def node(self, node_id: int) -> KafkaNode:
         for node in self.nodes:
@@ -290,6 +337,7 @@ class KafkaCluster:
                     "node_id": n.node_id,
                     "port": n.port,
                     "controller_port": n.controller_port,
+                    "sasl_port": n.sasl_port,
                     "name": n.directory.name,
                 }
                 for n in self.nodes
@@ -304,6 +352,12 @@ class KafkaCluster:
         )
         voting = node.node_id <= self.controllers
         listeners = f"PLAINTEXT://127.0.0.1:{node.port}"
+        advertised = f"PLAINTEXT://127.0.0.1:{node.port}"
+        protocols = "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+        if node.sasl_port is not None:
+            listeners += f",SASL_SSL://127.0.0.1:{node.sasl_port}"
+            advertised += f",SASL_SSL://127.0.0.1:{node.sasl_port}"
+            protocols += ",SASL_SSL:SASL_SSL"
         if voting:
             listeners += f",CONTROLLER://127.0.0.1:{node.controller_port}"
         rf = self.replication_factor
@@ -312,10 +366,10 @@ class KafkaCluster:
             "node.id": node.node_id,
             "controller.quorum.voters": voters,
             "listeners": listeners,
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
+            "advertised.listeners": advertised,
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "listener.security.protocol.map": protocols,
             "log.dirs": node.log_dir,
             "num.partitions": 3,
             "default.replication.factor": rf,
@@ -336,6 +390,7 @@ class KafkaCluster:
             "log.cleaner.threads": 1,
             "log.cleaner.dedupe.buffer.size": 4 * 1024 * 1024,
             "transaction.state.log.num.partitions": 5,
+            **self._sasl_settings(),
         }
         node.properties.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
         (node.directory / "log4j2.properties").write_text(
@@ -348,6 +403,24 @@ class KafkaCluster:
             "rootLogger.level = INFO\n"
             "rootLogger.appenderRef.file.ref = file\n"
         )
+
+    def _sasl_settings(self) -> dict[str, object]:
+        """The SASL_SSL listener's settings: SCRAM-SHA-512 only, the keystore, no client
+        certificates (the password is what authenticates)."""
+        if self.sasl is None:
+            return {}
+        scram = SCRAM.lower()
+        return {
+            "listener.name.sasl_ssl.sasl.enabled.mechanisms": SCRAM,
+            f"listener.name.sasl_ssl.{scram}.sasl.jaas.config": (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+            ),
+            "listener.name.sasl_ssl.ssl.keystore.type": "PKCS12",
+            "listener.name.sasl_ssl.ssl.keystore.location": self.sasl.keystore,
+            "listener.name.sasl_ssl.ssl.keystore.password": self.sasl.keystore_password,
+            "listener.name.sasl_ssl.ssl.key.password": self.sasl.keystore_password,
+            "listener.name.sasl_ssl.ssl.client.auth": "none",
+        }
 
     def _java(self, node: KafkaNode, main: str, *args: str) -> list[str]:
         if self._classpath is None:
@@ -366,9 +439,15 @@ class KafkaCluster:
         return (node.log_dir / "meta.properties").exists()
 
     def _format(self, node: KafkaNode) -> subprocess.Popen[bytes]:
+        users = self.sasl.users if self.sasl is not None else {}
+        scram = [
+            arg
+            for name, password in users.items()
+            for arg in ("--add-scram", f"{SCRAM}=[name={name},password={password}]")
+        ]
         command = self._java(
             node, "kafka.tools.StorageTool", "format", "-t", self.cluster_id,
-            "-c", str(node.properties),
+            "-c", str(node.properties), *scram,
         )  # fmt: skip
         with (node.directory / "format.log").open("ab") as out:
             return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=out)

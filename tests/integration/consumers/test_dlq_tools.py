@@ -9,9 +9,6 @@ they came from — and every check reads what landed, and that the DLQ kept ever
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import io
-import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -20,11 +17,11 @@ import orjson
 import pytest
 import yaml
 
-from proxy.cli import main
 from proxy.embedded_broker import free_port
 from tests.doubles.marquez_double import MarquezDouble
 from tests.doubles.target_double import TargetDouble
 from tests.sample_events import run_event
+from tests.support.cli import run_cli
 from tests.support.consumers import (
     FAST_RETRY,
     consumer_config,
@@ -43,22 +40,8 @@ KEY = "run:team-a/etl.daily"
 
 
 async def _dlq(config: Path, *args: str) -> tuple[int, str, str]:
-    """``lineage-proxy dlq ARGS --config CONFIG``, run in a thread of this process (a new
-    interpreter per call costs seconds on a busy machine): (exit code, stdout, stderr)."""
-
-    def run() -> tuple[int, str, str]:
-        out, err = io.StringIO(), io.StringIO()
-        root = logging.getLogger()
-        handlers, level = root.handlers[:], root.level  # the CLI sets up logging anew
-        try:
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                code = main(["dlq", *args, "--config", str(config)])
-        finally:
-            root.handlers[:] = handlers
-            root.setLevel(level)
-        return code, out.getvalue(), err.getvalue()
-
-    return await asyncio.to_thread(run)
+    """``lineage-proxy dlq ARGS --config CONFIG``: (exit code, stdout, stderr)."""
+    return await run_cli("dlq", *args, "--config", str(config))
 
 
 def _config_file(directory: Path, bootstrap: str, topic: str, catch_all_url: str) -> Path:

@@ -161,3 +161,40 @@ def test_every_librdkafka_client_is_built_with_the_cluster_log() -> None:
         for path in (REPO / package).rglob("*.py"):
             for match in built.finditer(path.read_text()):
                 assert match.group(1).startswith("kafka_client_config("), (path, match.group(0))
+
+
+AUTH_FAILED = (
+    "SASL authentication error: Authentication failed during authentication due to "
+    "invalid credentials with SASL mechanism SCRAM-SHA-512 (after 387ms in state AUTH_REQ)"
+)
+
+
+def _refused(cluster: ClusterLog) -> None:
+    """One refused login as librdkafka reports it: a FAIL log line, then the error."""
+    text = f"[thrd:sasl_ssl://k:9096/bootstrap]: sasl_ssl://k:9096/bootstrap: {AUTH_FAILED}"
+    cluster.log(logging.ERROR, "%s [%s] %s", "FAIL", "rdkafka#producer-1", text)
+    cluster.error(FakeError(-169, AUTH_FAILED, "_AUTHENTICATION"))
+    cluster.error(FakeError(-187, "1/1 brokers are down", "_ALL_BROKERS_DOWN"))
+
+
+def test_refused_credentials_are_one_line_saying_what_to_check_until_a_broker_answers(
+    caplog,
+) -> None:
+    caplog.set_level(logging.INFO)
+    clock = Clock()
+    cluster = ClusterLog("k:9096", clock=clock)
+    for _ in range(100):  # ~40 s of logins refused every 0.4 s
+        _refused(cluster)
+        clock.now += 0.4
+    [line] = _lines(caplog)
+    assert line == f"cannot reach Kafka at k:9096: authentication refused: {AUTH_FAILED}; " + (
+        "check sasl.username and sasl.password (or sasl.password_env) under kafka.producer, "
+        "sasl.mechanisms, and that the user exists on the cluster"
+    )
+    assert cluster.authentication_error == AUTH_FAILED
+    clock.now += 60
+    _refused(cluster)  # a minute on: one "still" line, saying what to check again
+    assert len(_lines(caplog)) == 2 and _lines(caplog)[1].endswith(line.split("; ", 1)[1])
+    assert cluster.failures >= 100  # every attempt counted, for the metric
+    cluster.stats(orjson.dumps({"brokers": {"b/1": {"state": "UP", "rx": 3}}}).decode())
+    assert cluster.authentication_error is None  # let in: readiness stops saying it

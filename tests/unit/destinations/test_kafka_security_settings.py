@@ -1,9 +1,14 @@
 """Every Kafka client of a cluster takes its security settings (``kafka.producer``'s
-``security.protocol``, ``sasl.*``, ``ssl.*``), secrets possibly from the environment."""
+``security.protocol``, ``sasl.*``, ``ssl.*``), secrets possibly from the environment; and
+settings that cannot work are refused at load with the file and line. (That they work
+against a real SASL_SSL broker: tests/integration/test_kafka_sasl.py.)"""
 
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -12,7 +17,9 @@ from consumers.config import ConsumerConfig
 from consumers.daemon import ConsumerDaemon
 from consumers.dlq_tools import reader_settings
 from consumers.kafka_source import consumer_settings
+from proxy.config import load_config
 from proxy.destinations.config import KafkaConfig, producer_settings
+from tests.config_errors import config_refusal
 from tests.support.paths import REPO
 
 SECURITY: dict[str, str | int | float | bool] = {
@@ -20,7 +27,8 @@ SECURITY: dict[str, str | int | float | bool] = {
     "sasl.mechanisms": "PLAIN",
     "sasl.username": "lineage",
     "sasl.password_env": "TEST_KAFKA_PASSWORD",
-    "ssl.ca.location": "/etc/ssl/ca.pem",
+    # Any file that exists: its presence is checked at load, its content by librdkafka.
+    "ssl.ca.location": str(Path(__file__)),
 }
 RESOLVED = {**SECURITY, "sasl.password": "s3cret"}
 del RESOLVED["sasl.password_env"]
@@ -103,3 +111,56 @@ def test_no_module_builds_a_librdkafka_client_except_those_that_take_built_setti
         "consumers/kafka_source.py",
         "consumers/dlq_tools.py",
     }
+
+
+_SASL = """\
+kafka:
+  bootstrap_servers: kafka-1:9096
+  producer:
+    security.protocol: SASL_SSL
+    sasl.mechanisms: SCRAM-SHA-512
+    sasl.username: lineage
+    sasl.password_env: TEST_KAFKA_PASSWORD
+    ssl.ca.location: {ca}
+"""
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (("SASL_SSL", "SASL_TLS"), "security.protocol: 'SASL_TLS' is none of PLAINTEXT, SSL"),
+        (("SCRAM-SHA-512", "SCRAM-SHA-513"), "sasl.mechanisms: 'SCRAM-SHA-513' is none of"),
+        (("    sasl.password_env: TEST_KAFKA_PASSWORD\n", ""), "SCRAM-SHA-512 needs sasl.password"),
+        (("    sasl.username: lineage\n", ""), "SCRAM-SHA-512 needs sasl.username"),
+        (("{ca}", "/nowhere/ca.pem"), "ssl.ca.location: /nowhere/ca.pem does not exist"),
+    ],
+)
+def test_security_settings_that_cannot_work_are_one_line_with_the_producer_line(
+    tmp_path: Path, change: tuple[str, str], said: str
+) -> None:
+    text = _SASL.replace(*change).format(ca=Path(__file__))
+    config, message = config_refusal(tmp_path, text)
+    assert message.startswith(f"{config}:3: kafka.producer: "), message
+    assert said in message and "\n" not in message
+
+
+def test_working_security_settings_load(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(_SASL.format(ca=Path(__file__)))
+    settings = load_config(config, environ={}).kafka.producer
+    assert settings["sasl.password_env"] == "TEST_KAFKA_PASSWORD"
+
+
+def test_serve_with_a_missing_ca_file_exits_2_with_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(_SASL.format(ca="/nowhere/ca.pem"))
+    done = subprocess.run(
+        [sys.executable, "-m", "proxy", "serve", "--config", str(config)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    [line] = [x for x in done.stderr.splitlines() if x != "configuration error:"]
+    assert line.startswith(f"{config}:3: kafka.producer: ") and "ssl.ca.location" in line
