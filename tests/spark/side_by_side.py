@@ -224,14 +224,17 @@ def compare(
 _ROW = re.compile(r"^\|\s*`?(?P<job>[a-z_*]+)`?\s*\|\s*`?(?P<aspect>[A-Za-z_. -]+?)`?\s*\|")
 
 
-def documented_differences(page: Path) -> set[tuple[str, str]]:
-    """(job, aspect) of every row of the differences table in ``page``: the table after
-    the heading ``## Differences``, its first two columns; job ``*`` is every job."""
+def documented_differences(page: Path) -> dict[tuple[str, str], bool]:
+    """(job, aspect) of every row of the differences table in ``page`` (the table after
+    the heading ``## Differences``, its first two columns; job ``*`` is every job), each
+    with whether the difference may also be absent: a reason that starts with
+    ``**Timing:**`` (it depends on how far the job got before something else happened)."""
     text = page.read_text(encoding="utf-8")
     section = text.split("## Differences", 1)[1].split("\n## ", 1)[0]
-    rows = set()
+    rows = {}
     for line in section.splitlines():
         match = _ROW.match(line)
         if match and match["job"] != "job":
-            rows.add((match["job"], match["aspect"]))
+            reason = line.rstrip().rstrip("|").rsplit("|", 1)[-1].strip()
+            rows[(match["job"], match["aspect"])] = reason.startswith("**Timing:**")
     return rows
