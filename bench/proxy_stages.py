@@ -27,23 +27,23 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from proxy import lineage_endpoints
 from proxy.pipeline import Accepted
+from proxy.web import keys, lineage_endpoints
 
 STAGES = ("http", "check")
 
 
 async def _http_only(request: web.Request) -> web.Response:
-    with request.app[lineage_endpoints.BYTES_IN_FLIGHT].request() as held:
+    with request.app[keys.BYTES_IN_FLIGHT].request() as held:
         await lineage_endpoints._read_json(request, held)
-    request.app[lineage_endpoints.PIPELINE].metrics.accepted.labels("run").inc()
+    request.app[keys.PIPELINE].metrics.accepted.labels("run").inc()
     return lineage_endpoints._json(200, {"status": "success"})
 
 
 async def _check_only(request: web.Request) -> web.Response:
-    with request.app[lineage_endpoints.BYTES_IN_FLIGHT].request() as held:
+    with request.app[keys.BYTES_IN_FLIGHT].request() as held:
         event, principal, _ = await lineage_endpoints._read_json(request, held)
-    pipeline = request.app[lineage_endpoints.PIPELINE]
+    pipeline = request.app[keys.PIPELINE]
     if not isinstance(pipeline.check(event, principal), Accepted):
         return lineage_endpoints._json(400, {"status": "refused"})
     pipeline.metrics.accepted.labels("run").inc()
@@ -51,9 +51,9 @@ async def _check_only(request: web.Request) -> web.Response:
 
 
 def _cut_short(stage: str) -> None:
-    """Serve single events with the handler of ``stage``: set before proxy.app is first
+    """Serve single events with the handler of ``stage``: set before proxy.web.app is first
     imported, which takes the handler it finds here."""
-    assert "proxy.app" not in sys.modules, "proxy.app imported too early"
+    assert "proxy.web.app" not in sys.modules, "proxy.web.app imported too early"
     lineage_endpoints.post_event = {"http": _http_only, "check": _check_only}[stage]
 
 

@@ -24,12 +24,13 @@ sys.path.insert(0, str(REPO))
 from aiohttp import web  # noqa: E402
 from aiohttp.test_utils import make_mocked_request  # noqa: E402
 
-from proxy import request_ids  # noqa: E402
-from proxy.app import CONNECTIONS, METRICS, _errors_and_metrics  # noqa: E402
-from proxy.client_faults import CLIENT_FAULTS, ClientFaults  # noqa: E402
 from proxy.config import ServerConfig  # noqa: E402
-from proxy.connections import ConnectionGuard  # noqa: E402
 from proxy.metrics import ProxyMetrics  # noqa: E402
+from proxy.web import request_ids  # noqa: E402
+from proxy.web.app import _errors_and_metrics  # noqa: E402
+from proxy.web.client_faults import ClientFaults  # noqa: E402
+from proxy.web.connections import ConnectionGuard  # noqa: E402
+from proxy.web.keys import CLIENT_FAULTS, CONNECTIONS, METRICS  # noqa: E402
 
 ROUNDS = 7
 CALLS = 20_000

@@ -40,11 +40,11 @@ from consumers.kafka_source import KafkaSource, Partition, consumer_settings
 from consumers.metrics import ConsumerMetrics
 from consumers.offsets import OffsetTracker
 from consumers.poison import checked_event, parse_event
-from proxy.destinations.base import DeliveryError, reads_event
+from proxy.destinations.base import DeliveryError
 from proxy.destinations.config import KafkaConfig, SpoolConfig, producer_settings
 from proxy.destinations.hops import carrying, hops_from_kafka
-from proxy.destinations.kafka import KafkaProducer
 from proxy.destinations.kafka_client_logs import failure_reason
+from proxy.destinations.kafka_producer import KafkaProducer
 from proxy.destinations.registry import DestinationResources, build_destination
 from proxy.destinations.retry import CircuitBreaker, CircuitState, RetryingDestination
 from proxy.logs import CONSUMER, DESTINATION
@@ -187,7 +187,7 @@ class ConsumerDaemon:
             self.destination = destination
             # Dedupe needs the event's identity; else only a destination that reads the
             # event needs the message parsed into a dict.
-            self._reads_event = self.dedupe is not None or reads_event(destination)
+            self._reads_event = self.dedupe is not None or destination.reads_event
 
     def _opened(self) -> RetryingDestination:
         assert self.destination is not None, "open_destination() first"

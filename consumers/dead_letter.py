@@ -18,7 +18,7 @@ from confluent_kafka import KafkaException, Message
 
 from proxy.destinations.base import DeliveryError
 from proxy.destinations.http.destination import HttpDeliveryError
-from proxy.destinations.kafka import KafkaProducer
+from proxy.destinations.kafka_producer import KafkaProducer
 from proxy.destinations.retry import RetryConfig, backoff_seconds
 
 __all__ = ["DeadLetterTopic", "dead_letter_headers"]

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
 import orjson
+
+from proxy.bounded_cache import BoundedCache
 
 __all__ = ["DedupeCache", "event_identity"]
 
@@ -41,7 +42,7 @@ class DedupeCache:
     def __init__(self, max_entries: int, journal: Path | None = None) -> None:
         self.max_entries = max_entries
         self.journal = journal
-        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._seen: BoundedCache[str, None] = BoundedCache(max_entries)
         self._fd: int | None = None
         self._journal_lines = 0
         self._lock = asyncio.Lock()
@@ -55,10 +56,7 @@ class DedupeCache:
             await asyncio.to_thread(self._load_and_compact)
 
     def seen(self, identity: str) -> bool:
-        if identity in self._seen:
-            self._seen.move_to_end(identity)
-            return True
-        return False
+        return self._seen.touch(identity)
 
     async def add(self, identity: str) -> None:
         self._remember(identity)
@@ -76,10 +74,7 @@ class DedupeCache:
             self._fd = None
 
     def _remember(self, identity: str) -> None:
-        self._seen[identity] = None
-        self._seen.move_to_end(identity)
-        while len(self._seen) > self.max_entries:
-            self._seen.popitem(last=False)
+        self._seen.put(identity, None)
 
     def _load_and_compact(self) -> None:
         assert self.journal is not None

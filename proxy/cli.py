@@ -79,7 +79,8 @@ def _with_server_option(config: ProxyConfig, key: str, value: str | int) -> Prox
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     from proxy.embedded_broker import EmbeddedBrokerMissing
-    from proxy.serve import CannotListen, run_server
+    from proxy.serve import CannotListen
+    from proxy.workers import run_server
 
     config = _config(args)
     if args.port is not None:

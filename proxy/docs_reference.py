@@ -68,9 +68,9 @@ def _fixed_width(base: Any) -> Any:
 
 def http_reference() -> str:
     """The routes of a proxy with the default config, from the OpenAPI document it serves."""
-    from proxy.app import create_app
     from proxy.config import ProxyConfig
-    from proxy.openapi import openapi_document
+    from proxy.web.app import create_app
+    from proxy.web.openapi import openapi_document
 
     document = openapi_document(create_app(ProxyConfig()))
     lines = [
@@ -122,8 +122,9 @@ async def _live_proxy_rows(bootstrap_servers: str, directory: Path) -> list[tupl
     rules register their collectors at start), against a real broker."""
     from aiohttp import web
 
-    from proxy.app import METRICS, create_app
     from proxy.config import ProxyConfig
+    from proxy.web.app import create_app
+    from proxy.web.keys import METRICS
 
     config = ProxyConfig.model_validate(
         {

@@ -26,8 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from proxy.auth import Principal
-from proxy.destinations import DeliveryError, Destination, TooLarge, size_refusal
-from proxy.destinations.deliver_each import deliver_each
+from proxy.destinations import DeliveryError, Destination, TooLarge
 from proxy.destinations.hops import carrying, current_hops
 from proxy.exact_json import dumps
 from proxy.logs import REQUEST_ID
@@ -268,7 +267,7 @@ class EventPipeline:
         self,
         destination: Destination,
         indexes: list[int],
-        result: list[bool | DeliveryError | None] | BaseException,
+        result: Sequence[bool | DeliveryError | None] | BaseException,
         outcomes: list[bool | DeliveryError],
     ) -> None:
         """Fold one destination's outcomes into the events': the first failure wins."""
@@ -345,15 +344,11 @@ class EventPipeline:
 
     async def _deliver_many_to(
         self, destination: Destination, items: list[tuple[dict[str, Any], bytes]]
-    ) -> list[bool | DeliveryError | None]:
-        """Deliver ``items`` to one destination, timed and counted: in one call where the
-        destination takes many (``deliver_many``), else one delivery per event."""
+    ) -> Sequence[bool | DeliveryError | None]:
+        """Deliver ``items`` to one destination in one call (``deliver_many``), timed and
+        counted."""
         started = time.perf_counter()
-        many = getattr(destination, "deliver_many", None)
-        if many is not None:
-            results: list[bool | DeliveryError | None] = await many(items)
-        else:
-            results = await deliver_each(destination.deliver, items)
+        results = await destination.deliver_many(items)
         elapsed = time.perf_counter() - started
         latency = self._latency(destination.name)
         failed = 0
@@ -389,7 +384,7 @@ def _refuse_oversized(durable: list[Destination], event: dict[str, Any], payload
     could never take the event (Kafka: with its key and headers), so that no other
     destination keeps a copy of it."""
     for destination in durable:
-        refusal = size_refusal(destination, event, payload)
+        refusal = destination.refuses_size(event, payload)
         if refusal is not None:
             raise refusal
 

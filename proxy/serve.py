@@ -14,36 +14,24 @@ import contextlib
 import errno
 import gc
 import logging
-import resource
 import signal
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, TypeVar
 
 from aiohttp import web
 
-from proxy.app import (
-    CONNECTIONS,
-    LINEAGE_BATCH_PLAIN,
-    LINEAGE_PLAIN,
-    METRICS,
-    RULES,
-    WORKER,
-    create_app,
-    server_options,
-)
 from proxy.config import ProxyConfig
-from proxy.connections import GuardedSite
-from proxy.embedded_broker import EmbeddedBroker
-from proxy.ingest_lane import install_ingest_lane
-from proxy.lineage_endpoints import CONFIG
 from proxy.tls import ReloadableTls
+from proxy.web.app import LINEAGE_BATCH_PLAIN, LINEAGE_PLAIN, create_app, server_options
+from proxy.web.connections import GuardedSite
+from proxy.web.ingest_lane import install_ingest_lane
+from proxy.web.keys import CONFIG, CONNECTIONS, METRICS, RULES, WORKER
 from proxy.worker_metrics import WorkerSlot
 
 __all__ = [
     "CannotListen",
     "listener_tls",
     "run_on_event_loop",
-    "run_server",
     "serve_until_signalled",
     "serving",
 ]
@@ -97,14 +85,6 @@ async def serving(app: web.Application, tls: ReloadableTls | None = None) -> Asy
             yield site.port
     finally:
         await runner.cleanup()
-
-
-def _raise_open_file_limit() -> None:
-    """Every connection is a file descriptor: allow as many as the hard limit does."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != hard:
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 def _tune_garbage_collector() -> None:
@@ -197,21 +177,3 @@ def _reload(app: web.Application, tls: ReloadableTls | None) -> None:
     app[RULES].request_reload()
     if tls is not None:
         tls.request_reload()
-
-
-def run_server(config: ProxyConfig) -> int:
-    """Start an embedded broker if the config asks for one (once, also for several
-    workers), then serve until signalled; returns the exit code."""
-    _raise_open_file_limit()
-    with contextlib.ExitStack() as stack:
-        if config.kafka.bootstrap_servers == "embedded":
-            broker = stack.enter_context(EmbeddedBroker(config.kafka.embedded_port or None))
-            kafka = config.kafka.model_copy(update={"bootstrap_servers": broker.bootstrap_servers})
-            config = config.model_copy(update={"kafka": kafka})
-        workers = config.server.worker_count()
-        if workers == 1:
-            run_on_event_loop(config, serve_until_signalled(config))
-            return 0
-        from proxy.workers import supervise  # it runs this module's serving in each worker
-
-        return asyncio.run(supervise(config, workers))

@@ -199,7 +199,7 @@ async def _drain(
 async def _drain_one(directory: Path, kafka: KafkaConfig, servers: str, wait_seconds: float) -> int:
     """Forward ``directory``'s records to ``servers``; return how many are left."""
     from proxy.destinations.config import producer_settings
-    from proxy.destinations.kafka import KafkaProducer
+    from proxy.destinations.kafka_producer import KafkaProducer
     from proxy.destinations.kafka_spool import KafkaSpool
     from proxy.destinations.spool import Spool
 

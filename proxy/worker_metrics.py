@@ -5,7 +5,7 @@ Workers share no memory, so each serves a small HTTP app on a private Unix socke
 supervisor's runtime directory, and asks its siblings over theirs: this is the one way
 workers read from or send to each other. On it: ``/metrics`` (the worker's own
 registry), and what other modules add with :meth:`Siblings.add_route` before start —
-the status page's figures (:mod:`proxy.status`) and the tap's events
+the status page's figures (:mod:`proxy.web.status`) and the tap's events
 (:mod:`proxy.tap.relay`).
 
 Whichever worker the kernel hands a scrape of the public /metrics to asks every sibling

@@ -1,4 +1,4 @@
-"""``serve --workers N``: N proxy processes on one port, under one supervisor.
+"""``serve``: one proxy process, or (``--workers N``) N on one port under one supervisor.
 
 One Python process is one event loop on one core; several worker processes use several.
 Each worker is a whole proxy — its own event loop, Kafka producer, spool directory
@@ -8,10 +8,10 @@ the port with ``SO_REUSEPORT``, so the kernel spreads new connections over the w
 The supervisor holds what must exist once: the port (bound with ``SO_REUSEPORT`` before
 any worker starts, so a busy port fails at once with exit 2, port 0 becomes one port for
 all, and no other program can take it while a worker restarts), the embedded broker
-(started by :func:`proxy.serve.run_server` before this), and the consumer daemons of
+(started by :func:`run_server` before this), and the consumer daemons of
 ``server.run_consumers`` (their metrics served to the workers on the supervisor's private
 socket, so the proxy's /metrics and status page show them: :mod:`proxy.worker_metrics`,
-:mod:`proxy.status.supervisor`).
+:mod:`proxy.web.status.supervisor`).
 
 Signals: SIGTERM or SIGINT → every worker drains as a single proxy does (in-flight
 requests answered, Kafka flushed) and exits; then the consumers stop; exit 0 when every
@@ -31,6 +31,7 @@ import contextlib
 import logging
 import multiprocessing
 import os
+import resource
 import signal
 import socket
 import sys
@@ -42,12 +43,13 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 
 from proxy.config import ConfigError, ProxyConfig
+from proxy.embedded_broker import EmbeddedBroker
 from proxy.logs import setup_logging
 from proxy.serve import CannotListen, run_on_event_loop, serve_until_signalled
-from proxy.status.supervisor import supervisor_status
+from proxy.web.status.supervisor import supervisor_status
 from proxy.worker_metrics import WorkerSlot, serving_registry
 
-__all__ = ["supervise"]
+__all__ = ["run_server", "supervise"]
 
 log = logging.getLogger(__name__)
 
@@ -327,3 +329,27 @@ async def _stop_when_orphaned(supervisor: Connection) -> None:
     await _readable(supervisor.fileno())
     log.warning("the supervisor is gone; stopping")
     os.kill(os.getpid(), signal.SIGTERM)
+
+
+def run_server(config: ProxyConfig) -> int:
+    """Start an embedded broker if the config asks for one (once, also for several
+    workers), then serve until signalled; returns the exit code."""
+    _raise_open_file_limit()
+    with contextlib.ExitStack() as stack:
+        if config.kafka.bootstrap_servers == "embedded":
+            broker = stack.enter_context(EmbeddedBroker(config.kafka.embedded_port or None))
+            kafka = config.kafka.model_copy(update={"bootstrap_servers": broker.bootstrap_servers})
+            config = config.model_copy(update={"kafka": kafka})
+        workers = config.server.worker_count()
+        if workers == 1:
+            run_on_event_loop(config, serve_until_signalled(config))
+            return 0
+        return asyncio.run(supervise(config, workers))
+
+
+def _raise_open_file_limit() -> None:
+    """Every connection is a file descriptor: allow as many as the hard limit does."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))

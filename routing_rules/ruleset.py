@@ -32,6 +32,7 @@ from typing import Any, Generic, TypeVar
 
 import orjson
 
+from proxy.bounded_cache import BoundedCache
 from proxy.openlineage.paths import FieldPath
 from routing_rules.matcher import EventPredicate, routing_key, typed_key_value
 from routing_rules.stats import DEFAULT_RULE, RuleStats
@@ -55,8 +56,8 @@ class Route(Generic[T]):
     dropped_by: str | None = None
 
 
-# Distinct routing keys whose candidate rules are remembered; beyond it the memo is
-# cleared (cheap to refill) so a flood of distinct jobs cannot grow memory.
+# Distinct routing keys whose candidate rules are remembered; beyond it the oldest are
+# forgotten (cheap to refill) so a flood of distinct jobs cannot grow memory.
 _MEMO_LIMIT = 4096
 
 
@@ -121,7 +122,9 @@ class Ruleset(Generic[T]):
         self.rejected = rejected
         self.source = source
         self._field_paths = field_paths
-        self._by_key: dict[tuple[Any, ...], tuple[CompiledRule[T], ...]] = {}
+        self._by_key: BoundedCache[tuple[Any, ...], tuple[CompiledRule[T], ...]] = BoundedCache(
+            _MEMO_LIMIT
+        )
 
     @property
     def destinations(self) -> tuple[T, ...]:
@@ -144,9 +147,7 @@ class Ruleset(Generic[T]):
             return tuple(r for r in self.rules if r.applies_to(key))
         if found is None:
             found = tuple(r for r in self.rules if r.applies_to(key))
-            if len(self._by_key) >= _MEMO_LIMIT:
-                self._by_key.clear()
-            self._by_key[key] = found
+            self._by_key.put(key, found)
         return found
 
     def route(self, event: dict[str, Any], trace: Trace | None = None) -> Route[T]:

@@ -12,9 +12,10 @@ and a run's terminal event forgets it at once. A rules reload starts with fresh 
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
+
+from proxy.bounded_cache import BoundedCache
 
 __all__ = ["RunningThrottle"]
 
@@ -31,7 +32,7 @@ class RunningThrottle:
         self.interval = interval_seconds
         self.max_runs = max_runs
         self._clock = clock
-        self._last_passed: OrderedDict[str, float] = OrderedDict()
+        self._last_passed: BoundedCache[str, float] = BoundedCache(max_runs)
 
     def __len__(self) -> int:
         return len(self._last_passed)
@@ -45,14 +46,11 @@ class RunningThrottle:
             return False
         if event_type != "RUNNING":
             if event_type in _TERMINAL:
-                self._last_passed.pop(run_id, None)
+                self._last_passed.pop(run_id)
             return False
         now = self._clock()
         last = self._last_passed.get(run_id)
         if last is not None and now - last < self.interval:
             return True
-        self._last_passed[run_id] = now
-        self._last_passed.move_to_end(run_id)
-        if len(self._last_passed) > self.max_runs:
-            self._last_passed.popitem(last=False)
+        self._last_passed.put(run_id, now)
         return False

@@ -19,8 +19,8 @@ import pytest
 from hypothesis import settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
-from proxy.app import create_app
 from proxy.serve import listener_tls, serving
+from proxy.web.app import create_app
 from tests.faults.figures import FIGURES_DIRECTORY, recorded
 from tests.support.consumers import create_topic
 from tests.support.kafka_cluster import KafkaCluster, shared_cluster, stop_detached

@@ -13,8 +13,6 @@ from proxy.destinations.base import (
     DeliveryError,
     Destination,
     TooLarge,
-    payload_limit,
-    size_refusal,
 )
 
-__all__ = ["DeliveryError", "Destination", "TooLarge", "payload_limit", "size_refusal"]
+__all__ = ["DeliveryError", "Destination", "TooLarge"]

@@ -69,7 +69,7 @@ from proxy.destinations.archive_layout import (
     in_progress_files,
     is_finished_file,
 )
-from proxy.destinations.base import DeliveryError
+from proxy.destinations.base import DeliveryError, Destination
 from proxy.destinations.config import ArchiveDestinationConfig
 from proxy.destinations.disk_writes import disk_accepts, fsync_directory, write_all
 
@@ -516,7 +516,7 @@ def gzip_member(data: bytes) -> bytes:
     return compressor.compress(data) + compressor.flush()
 
 
-class ArchiveDestination:
+class ArchiveDestination(Destination):
     """The archive as a proxy destination: durable, so the client's 2xx waits for fsync."""
 
     durable = True

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+import abc
+from collections.abc import Sequence
+from typing import Any
 
 __all__ = [
     "DeliveryError",
     "Destination",
     "TooLarge",
-    "payload_limit",
-    "reads_event",
-    "size_refusal",
 ]
 
 
@@ -56,57 +55,77 @@ class TooLarge(DeliveryError):
         self.what = what
 
 
-def payload_limit(destination: Destination) -> int | None:
-    """Largest payload ``destination`` takes, when it has a limit (Kafka's message size).
+class Destination(abc.ABC):
+    """A place events are delivered to, with a lifetime (start → deliver* → close).
 
-    An optional attribute rather than part of the protocol: most kinds have no limit."""
-    limit = getattr(destination, "max_payload_bytes", None)
-    return limit if isinstance(limit, int) else None
-
-
-def size_refusal(
-    destination: Destination, event: dict[str, Any], payload: bytes
-) -> TooLarge | None:
-    """Why ``destination`` could never take this event, or None; known before any write.
-
-    A destination that wraps the payload (Kafka: a key and headers that repeat fields of
-    the event) says so with a ``refuses_size(event, payload)`` method; else its plain
-    ``max_payload_bytes`` limit, if any, applies to the payload."""
-    refuses = getattr(destination, "refuses_size", None)
-    if refuses is not None:
-        refusal: TooLarge | None = refuses(event, payload)
-        return refusal
-    limit = payload_limit(destination)
-    return (
-        TooLarge(destination.name, len(payload), limit) if limit and len(payload) > limit else None
-    )
-
-
-def reads_event(destination: Destination) -> bool:
-    """Whether ``destination`` uses the event dict its ``deliver`` is given, or only the
-    payload bytes (HTTP sends them as they are; ``reads_event = False`` says so). A caller
-    holding only bytes (a consumer) then need not build the dict.
-
-    An optional attribute rather than part of the protocol: most kinds read the event."""
-    return getattr(destination, "reads_event", True) is not False
-
-
-@runtime_checkable
-class Destination(Protocol):
-    """A place events are delivered to, with a lifetime (start → deliver* → close)."""
+    Every capability a caller may use is declared here, with the answer of a destination
+    that lacks it as the default: callers call, they never probe with ``getattr``, and a
+    wrapper (:class:`~proxy.destinations.retry.RetryingDestination`) overrides every one
+    of them so that wrapping never silently drops a capability."""
 
     name: str
     # True when a delivery is durable (Kafka, archive): the client's 2xx waits for it.
     durable: bool
+    # Whether ``deliver`` uses the event dict or only the payload bytes (HTTP sends them
+    # as they are): a caller holding only bytes (a consumer) then need not build the dict.
+    reads_event: bool = True
 
-    async def start(self) -> None: ...
+    @abc.abstractmethod
+    async def start(self) -> None:
+        """Open connections and files; called once before the first delivery."""
 
+    @abc.abstractmethod
     async def deliver(self, event: dict[str, Any], payload: bytes) -> bool | None:
         """Return once the destination holds ``payload`` (the serialized ``event``);
         True when it holds it in a local spool on its way (Kafka during an outage)."""
 
+    async def deliver_many(
+        self, items: Sequence[tuple[dict[str, Any], bytes]]
+    ) -> Sequence[bool | DeliveryError | None]:
+        """Deliver ``(event, payload)`` pairs, each failing alone: per pair the answer
+        ``deliver`` would give, or its :class:`DeliveryError`. Kinds that write many in
+        one go (Kafka, archives) override it; the default delivers each at once."""
+        # Imported here: this module stays free of asyncio for the pure config modules.
+        from proxy.destinations.deliver_each import deliver_each
+
+        return await deliver_each(self.deliver, items)
+
+    async def deliver_batch(
+        self, events: Sequence[dict[str, Any]], payloads: Sequence[bytes]
+    ) -> None:
+        """Deliver a batch as a whole (a consumer's ``batch_max_events``): raise the
+        :class:`DeliveryError` of the first event refused. Kinds whose target takes an
+        array in one request (HTTP, object archive) override it."""
+        for event, payload in zip(events, payloads, strict=True):
+            await self.deliver(event, payload)
+
+    def max_payload_bytes(self) -> int | None:
+        """Largest payload this destination takes, when it has a limit (Kafka's message
+        size, learnt at start); None for no limit."""
+        return None
+
+    def refuses_size(self, event: dict[str, Any], payload: bytes) -> TooLarge | None:
+        """Why this destination could never take this event, or None; known before any
+        write. Kafka counts the key and headers that repeat fields of the event too."""
+        limit = self.max_payload_bytes()
+        return TooLarge(self.name, len(payload), limit) if limit and len(payload) > limit else None
+
+    @abc.abstractmethod
     async def ready(self) -> bool:
         """Whether the destination can take events right now (for /readyz)."""
 
+    def circuit(self) -> str | None:
+        """The state of the circuit breaker in front of it (retry), or None without one."""
+        return None
+
+    def readiness(self) -> dict[str, Any] | None:
+        """Details for /readyz and the status page (Kafka: its spool), or None."""
+        return None
+
+    def problem(self) -> str | None:
+        """What is wrong, in words an operator can act on, or None."""
+        return None
+
+    @abc.abstractmethod
     async def close(self) -> None:
         """Finish in-flight deliveries, then release resources (callers bound the wait)."""

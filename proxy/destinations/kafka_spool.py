@@ -23,7 +23,7 @@ from confluent_kafka import KafkaError, KafkaException
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from proxy.destinations.kafka import KafkaProducer, refused_for_good
+from proxy.destinations.kafka_producer import KafkaProducer, refused_for_good
 from proxy.destinations.spool import DEAD_LETTER_FILE, Headers, Spool, SpooledRecord
 from proxy.destinations.spool_dirs import record_cluster
 from proxy.throttled_log import ThrottledLog

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from proxy.destinations.archive import gzip_member
 from proxy.destinations.archive_layout import archive_file_name, event_partition
-from proxy.destinations.base import DeliveryError
+from proxy.destinations.base import DeliveryError, Destination
 from proxy.destinations.config import ObjectArchiveDestinationConfig
 from proxy.secrets import secret_value
 
@@ -367,7 +367,7 @@ def _reason(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-class ObjectArchiveDestination:
+class ObjectArchiveDestination(Destination):
     """The object archive as a destination (a consumer's target, or a rules file's)."""
 
     durable = True

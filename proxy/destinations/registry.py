@@ -29,9 +29,10 @@ from proxy.destinations.config import (
     producer_settings,
 )
 from proxy.destinations.http.destination import HttpDestination
-from proxy.destinations.kafka import KafkaDestination, KafkaProducer
+from proxy.destinations.kafka import KafkaDestination
 from proxy.destinations.kafka_client_logs import failure_reason
 from proxy.destinations.kafka_keys import key_function
+from proxy.destinations.kafka_producer import KafkaProducer
 from proxy.destinations.kafka_spool import KafkaSpool, SpoolRoots
 from proxy.destinations.object_archive import object_archive_destination
 from proxy.destinations.retry import CircuitBreaker, OnRetry, RetryingDestination

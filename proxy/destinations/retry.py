@@ -25,14 +25,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from proxy.destinations.base import (
-    DeliveryError,
-    Destination,
-    TooLarge,
-    payload_limit,
-    reads_event,
-    size_refusal,
-)
+from proxy.destinations.base import DeliveryError, Destination, TooLarge
 from proxy.destinations.retry_config import BreakerConfig, RetryConfig
 
 __all__ = [
@@ -231,9 +224,13 @@ async def deliver_with_retries(
             return result
 
 
-class RetryingDestination:
+class RetryingDestination(Destination):
     """A destination whose deliveries are retried per :class:`RetryConfig` (a wrapper, so
-    any destination kind gets the same policy)."""
+    any destination kind gets the same policy).
+
+    It overrides every capability of :class:`Destination` and passes each to the inner
+    destination: a default left in place would silently replace the inner kind's own
+    (Kafka's batched ``deliver_many``, its size check, its readiness notes)."""
 
     def __init__(
         self,
@@ -246,19 +243,18 @@ class RetryingDestination:
         self.inner = inner
         self.name = inner.name
         self.durable = inner.durable
-        self.reads_event = reads_event(inner)
+        self.reads_event = inner.reads_event
         self.config = config
         self.breaker = breaker
         self.on_retry = on_retry
 
-    @property
     def max_payload_bytes(self) -> int | None:
         """The inner destination's payload limit (Kafka learns it at start)."""
-        return payload_limit(self.inner)
+        return self.inner.max_payload_bytes()
 
     def refuses_size(self, event: dict[str, Any], payload: bytes) -> TooLarge | None:
         """The inner destination's size check (Kafka counts its key and headers too)."""
-        return size_refusal(self.inner, event, payload)
+        return self.inner.refuses_size(event, payload)
 
     async def start(self) -> None:
         await self.inner.start()
@@ -272,14 +268,45 @@ class RetryingDestination:
             on_retry=self.on_retry,
         )
 
+    async def deliver_many(
+        self, items: Sequence[tuple[dict[str, Any], bytes]]
+    ) -> list[bool | DeliveryError | None]:
+        """The inner ``deliver_many`` (Kafka and the archives write many in one go); the
+        events it failed retriably are tried again together, per the same policy as one
+        event. Per event the inner answer, or its last error once the policy gives up."""
+        results: list[bool | DeliveryError | None] = [None] * len(items)
+        pending = list(range(len(items)))
+
+        async def attempt() -> None:
+            nonlocal pending
+            try:
+                outcomes = await self.inner.deliver_many([items[i] for i in pending])
+            except DeliveryError as exc:
+                outcomes = [exc] * len(pending)
+            failed: list[int] = []
+            for index, outcome in zip(pending, outcomes, strict=True):
+                results[index] = outcome
+                if isinstance(outcome, DeliveryError) and outcome.retriable:
+                    failed.append(index)
+            pending = failed
+            if failed:
+                error = results[failed[0]]
+                assert isinstance(error, DeliveryError)
+                raise error
+
+        # Giving up leaves each event's last error in ``results``: nothing more to do.
+        with contextlib.suppress(DeliveryError):
+            await deliver_with_retries(
+                attempt, self.config, breaker=self.breaker, on_retry=self.on_retry
+            )
+        return results
+
     async def deliver_batch(
         self, events: Sequence[dict[str, Any]], payloads: Sequence[bytes]
     ) -> None:
-        """Retry a whole batch; only for inner destinations that take batches."""
-        # The Destination protocol has no batches; only batch-capable kinds (HTTP) get here.
-        deliver_batch = self.inner.deliver_batch  # type: ignore[attr-defined]
+        """Retry the inner destination's batch (HTTP: one JSON array) as a whole."""
         await deliver_with_retries(
-            lambda: deliver_batch(events, payloads),
+            lambda: self.inner.deliver_batch(events, payloads),
             self.config,
             breaker=self.breaker,
             on_retry=self.on_retry,
@@ -289,6 +316,16 @@ class RetryingDestination:
         if self.breaker is not None and self.breaker.state is not CircuitState.CLOSED:
             return False
         return await self.inner.ready()
+
+    def circuit(self) -> str | None:
+        """This wrapper's breaker state; an inner wrapper's when it has none."""
+        return self.inner.circuit() if self.breaker is None else str(self.breaker.state.value)
+
+    def readiness(self) -> dict[str, Any] | None:
+        return self.inner.readiness()
+
+    def problem(self) -> str | None:
+        return self.inner.problem()
 
     async def close(self) -> None:
         await self.inner.close()

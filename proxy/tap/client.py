@@ -1,6 +1,6 @@
 """``lineage-proxy tap``: print the proxy's accepted events as they pass, one line each.
 
-Reads ``GET /api/v1/tap`` (Server-Sent Events, :mod:`proxy.tap.endpoint`). Exit codes:
+Reads ``GET /api/v1/tap`` (Server-Sent Events, :mod:`proxy.web.tap_endpoint`). Exit codes:
 0 when ``--limit`` events were printed, on Ctrl-C, or when stdout's reader left
 (``tap | head``); 1 when the proxy cannot be reached, refuses the request (a missing or
 wrong token) or ends the stream; 2 on a usage error. Errors are one line on stderr.

@@ -40,6 +40,7 @@ from typing import Any, NamedTuple
 import orjson
 from pydantic import TypeAdapter, ValidationError
 
+from proxy.bounded_cache import BoundedCache
 from proxy.openlineage.kinds import EventKind, event_kind
 from proxy.validation.core import EVENT_MODELS
 from proxy.validation.core_check import core_is_valid
@@ -62,8 +63,8 @@ __all__ = ["MAX_ISSUES", "EventValidator"]
 MAX_ISSUES = 50
 """Issues reported per event; past this the event is clearly broken and more is noise."""
 
-# Caches keyed by client-controlled strings are cleared when they reach this size, so a
-# client sending ever-new _schemaURLs cannot grow memory.
+# Caches keyed by client-controlled strings hold at most this many entries (the oldest
+# go first), so a client sending ever-new _schemaURLs cannot grow memory.
 _CACHE_LIMIT = 4096
 # Facets larger than the first and facet maps larger than the second are not remembered,
 # so the two memos hold at most ~16 MiB and ~64 MiB (_CACHE_LIMIT entries each).
@@ -93,13 +94,17 @@ class EventValidator:
         self._events: dict[EventKind, TypeAdapter[Any]] = {
             kind: TypeAdapter(model) for kind, model in EVENT_MODELS.items()
         }
-        self._resolutions: dict[tuple[str, str, Container], _Resolution] = {}
-        self._good_uris: set[str] = set()
+        self._resolutions: BoundedCache[tuple[str, str, Container], _Resolution] = BoundedCache(
+            _CACHE_LIMIT
+        )
+        self._good_uris: BoundedCache[str, None] = BoundedCache(_CACHE_LIMIT)
         # (id of the spec facet model, facet JSON) of facets found valid: see
         # _check_spec_facet. Ids are stable: the models live as long as the validator.
-        self._valid_facets: set[tuple[object, bytes]] = set()
+        self._valid_facets: BoundedCache[tuple[object, bytes], None] = BoundedCache(_CACHE_LIMIT)
         # (container, JSON of its facet map) of facet maps found valid: see _check_facets.
-        self._valid_containers: set[tuple[object, bytes]] = set()
+        self._valid_containers: BoundedCache[tuple[object, bytes], None] = BoundedCache(
+            _CACHE_LIMIT
+        )
 
     def known_facet_names(self) -> frozenset[str]:
         """Names of the facets this validator checks beyond the base fields."""
@@ -190,7 +195,7 @@ class EventValidator:
                 return
             self._check_facet(key, facet, where, container, issues)
         if memo is not None and len(issues) == found:
-            self._remember(self._valid_containers, memo)
+            self._valid_containers.put(memo, None)
 
     def _check_facet(
         self,
@@ -266,13 +271,7 @@ class EventValidator:
             issues.extend(issues_from_pydantic(error, self._at(container_pointer, key)))
             return
         if memo is not None:
-            self._remember(self._valid_facets, memo)
-
-    @staticmethod
-    def _remember(memo: set[tuple[object, bytes]], key: tuple[object, bytes]) -> None:
-        if len(memo) >= _CACHE_LIMIT:
-            memo.clear()
-        memo.add(key)
+            self._valid_facets.put(memo, None)
 
     def _check_uri_field(
         self,
@@ -300,9 +299,7 @@ class EventValidator:
             return True
         if not is_uri(value):
             return False
-        if len(self._good_uris) >= _CACHE_LIMIT:
-            self._good_uris.clear()
-        self._good_uris.add(value)
+        self._good_uris.put(value, None)
         return True
 
     @staticmethod
@@ -315,9 +312,7 @@ class EventValidator:
         resolution = self._resolutions.get(cache_key)
         if resolution is None:
             resolution = self._resolve_uncached(schema_url, key, container)
-            if len(self._resolutions) >= _CACHE_LIMIT:
-                self._resolutions.clear()
-            self._resolutions[cache_key] = resolution
+            self._resolutions.put(cache_key, resolution)
         return resolution
 
     def _resolve_uncached(self, schema_url: str, key: str, container: Container) -> _Resolution:

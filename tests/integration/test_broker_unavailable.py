@@ -6,8 +6,8 @@ import orjson
 import pytest
 from aiohttp import ClientSession
 
-from proxy.app import create_app
 from proxy.serve import serving
+from proxy.web.app import create_app
 from tests.sample_events import run_event
 from tests.support.paths import ARCHIVE_ROOT
 from tests.support.ports import free_port

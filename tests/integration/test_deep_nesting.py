@@ -12,7 +12,7 @@ import logging
 import orjson
 import pytest
 
-from proxy.ingest import MAX_EVENT_DEPTH
+from proxy.web.ingest import MAX_EVENT_DEPTH
 from tests.integration.test_lineage_endpoint import post
 from tests.sample_events import PRODUCER, run_event
 from tests.support.kafka_reader import read_all_produced_so_far

@@ -1,4 +1,4 @@
-"""The ingest lane (proxy/ingest_lane.py): plain ingest POSTs skip aiohttp's dispatch,
+"""The ingest lane (proxy/web/ingest_lane.py): plain ingest POSTs skip aiohttp's dispatch,
 and what the client hears is what the same request hears through that dispatch."""
 
 from __future__ import annotations

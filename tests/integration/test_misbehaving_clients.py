@@ -91,7 +91,7 @@ async def test_clients_leaving_mid_body_are_counted_as_client_errors_not_500s(st
     assert disconnected >= clients / 2
     assert errors_500 == 0
     assert tracebacks(caplog) == []
-    faults = [r for r in caplog.records if r.name == "proxy.client_faults"]
+    faults = [r for r in caplog.records if r.name == "proxy.web.client_faults"]
     assert 1 <= len(faults) <= 4, [r.getMessage() for r in faults]
     assert status == 200
 
@@ -114,7 +114,7 @@ async def test_malformed_http_gets_400_without_a_traceback_and_is_counted(start_
     assert all(a.startswith(b"HTTP/1.1 400") or a.startswith(b"HTTP/1.0 400") for a in answers)
     assert counted == clients
     assert tracebacks(caplog) == []
-    assert len([r for r in caplog.records if r.name == "proxy.client_faults"]) <= 2
+    assert len([r for r in caplog.records if r.name == "proxy.web.client_faults"]) <= 2
 
 
 async def test_slowloris_connections_are_closed_after_the_header_timeout(start_proxy, caplog):

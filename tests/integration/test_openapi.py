@@ -11,8 +11,8 @@ import pytest
 from aiohttp import ClientSession, web
 from jsonschema import Draft202012Validator
 
-from proxy.app import create_app
-from proxy.openapi import openapi_document
+from proxy.web.app import create_app
+from proxy.web.openapi import openapi_document
 from tests.sample_events import run_event
 from tests.support.proxies import proxy_config
 

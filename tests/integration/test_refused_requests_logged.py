@@ -11,8 +11,8 @@ import pytest
 from aiohttp import ClientSession
 from aiohttp.test_utils import make_mocked_request
 
-from proxy.client_faults import ClientFaults
 from proxy.metrics import ProxyMetrics
+from proxy.web.client_faults import ClientFaults
 from tests.sample_events import run_event
 
 pytestmark = pytest.mark.integration
@@ -26,7 +26,7 @@ def _refusals(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [
         r.getMessage()
         for r in caplog.records
-        if r.name == "proxy.client_faults" and r.getMessage().startswith("refused")
+        if r.name == "proxy.web.client_faults" and r.getMessage().startswith("refused")
     ]
 
 

@@ -32,7 +32,7 @@ async def test_a_sane_client_request_id_is_echoed_and_an_unsafe_one_replaced(sta
 
 
 async def test_error_bodies_carry_the_request_id_of_the_response(start_proxy, caplog):
-    caplog.set_level(logging.WARNING, logger="proxy.client_faults")
+    caplog.set_level(logging.WARNING, logger="proxy.web.client_faults")
     async with start_proxy() as url, ClientSession() as session:
         bad = run_event()
         del bad["run"]["runId"]

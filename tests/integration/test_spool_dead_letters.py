@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from proxy.destinations.config import producer_settings
-from proxy.destinations.kafka import KafkaProducer
+from proxy.destinations.kafka_producer import KafkaProducer
 from proxy.destinations.kafka_spool import KafkaSpool, SpoolMetrics
 from proxy.destinations.spool import DEAD_LETTER_FILE, REFUSED_HEADER, Spool, decode_records
 from tests.support.kafka_reader import read_all_produced_so_far

@@ -15,10 +15,10 @@ import orjson
 import pytest
 from aiohttp import ClientSession
 
-from proxy.app import METRICS, create_app
 from proxy.serve import serving
 from proxy.tap.client import TapFailed, tap_events
-from proxy.tap.endpoint import TAP
+from proxy.web.app import create_app
+from proxy.web.keys import METRICS, TAP
 from tests.faults.figures import report
 from tests.integration.test_lineage_endpoint import post
 from tests.sample_events import run_event

@@ -20,7 +20,8 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from proxy.destinations.kafka import KafkaProducer, event_headers
+from proxy.destinations.kafka import event_headers
+from proxy.destinations.kafka_producer import KafkaProducer
 from proxy.destinations.spool import Spool
 from proxy.destinations.spool_dirs import spool_directory
 from proxy.openlineage import event_key

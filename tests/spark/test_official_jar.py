@@ -27,10 +27,10 @@ import orjson
 import pytest
 import pytest_asyncio
 
-from proxy.app import create_app
 from proxy.destinations.archive_layout import finished_files
 from proxy.embedded_broker import EmbeddedBroker
 from proxy.serve import listener_tls, serving
+from proxy.web.app import create_app
 from tests.spark.conftest import LineageReceiver, event_types
 from tests.spark.side_by_side import Difference, compare, documented_differences
 from tests.spark.side_by_side_jobs import APP_NAME, NAMESPACE

@@ -51,7 +51,7 @@ def exported_series() -> set[str]:
     """Every series name /metrics of the proxy or of a consumer daemon can show."""
     proxy = ProxyMetrics()
     stats = RoutingStats()
-    stats.loaded(True)  # as proxy/app.py registers it and the rules' first load marks it
+    stats.loaded(True)  # as proxy/web/app.py registers it and the rules' first load marks it
     proxy.registry.register(stats)
     proxy.registry.register(SpoolMetrics(list))
     proxy.registry.register(KafkaReachability(lambda: [_ProducerDouble()]))

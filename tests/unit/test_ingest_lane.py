@@ -1,5 +1,5 @@
 """The ingest lane refuses, at start-up, an app whose dispatch it would not reproduce
-(proxy/ingest_lane.py; its requests are tested on a real proxy in
+(proxy/web/ingest_lane.py; its requests are tested on a real proxy in
 tests/integration/test_ingest_lane.py)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from proxy.ingest_lane import IngestLane, install_ingest_lane
+from proxy.web.ingest_lane import IngestLane, install_ingest_lane
 
 PATH = "/api/v1/lineage"
 

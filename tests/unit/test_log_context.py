@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from proxy.logs import CONSUMER, DESTINATION, REQUEST_ID, setup_logging
-from proxy.request_ids import MAX_LENGTH, new_request_id, sane_request_id
+from proxy.web.request_ids import MAX_LENGTH, new_request_id, sane_request_id
 
 
 @pytest.fixture

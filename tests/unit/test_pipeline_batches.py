@@ -3,6 +3,7 @@ event's outcome is its own (one event's failure never fails its neighbours)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from routing_rules.ruleset import Route, Trace
 from tests.sample_events import run_event
 
 
-class BatchDestinationDouble:
+class BatchDestinationDouble(Destination):
     """A durable destination that takes batches (``deliver_many``) and refuses, as
     retriable, the events whose job name is in ``refuse``; records each call."""
 
@@ -28,7 +29,7 @@ class BatchDestinationDouble:
         self.calls: list[list[str]] = []
 
     async def deliver_many(
-        self, items: list[tuple[dict[str, Any], bytes]]
+        self, items: Sequence[tuple[dict[str, Any], bytes]]
     ) -> list[bool | DeliveryError | None]:
         self.calls.append([event["job"]["name"] for event, _ in items])
         return [
@@ -38,8 +39,18 @@ class BatchDestinationDouble:
             for event, _ in items
         ]
 
+    async def start(self) -> None: ...
 
-class SingleDestinationDouble:
+    async def deliver(self, event: dict[str, Any], payload: bytes) -> None:
+        raise AssertionError("the pipeline delivers a batch in one deliver_many call")
+
+    async def ready(self) -> bool:
+        return True
+
+    async def close(self) -> None: ...
+
+
+class SingleDestinationDouble(Destination):
     """A durable destination with ``deliver`` only (like HTTP): one call per event;
     answers True ("spooled") for every event."""
 
@@ -52,6 +63,13 @@ class SingleDestinationDouble:
     async def deliver(self, event: dict[str, Any], payload: bytes) -> bool:
         self.delivered.append(event["job"]["name"])
         return True
+
+    async def start(self) -> None: ...
+
+    async def ready(self) -> bool:
+        return True
+
+    async def close(self) -> None: ...
 
 
 class RouterDouble:

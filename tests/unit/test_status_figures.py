@@ -8,10 +8,10 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from consumers.metrics import ConsumerMetrics
 from proxy.auth import Principal
-from proxy.status.rates import RateWindow, Reading, read_registry
-from proxy.status.rejections import RecentRejections
-from proxy.status.report import _consumers, _quantile
 from proxy.tap.hub import TapFilter, TapHub
+from proxy.web.rejections import RecentRejections
+from proxy.web.status.rates import RateWindow, Reading, read_registry
+from proxy.web.status.report import _consumers, _quantile
 from routing_rules.ruleset import Route, Trace
 from tests.sample_events import dataset_event, run_event
 

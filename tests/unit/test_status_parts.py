@@ -8,18 +8,18 @@ from dataclasses import replace
 import pytest
 
 from proxy.exact_json import dumps, loads
-from proxy.readiness import Health
-from proxy.status.parts import (
+from proxy.tap.hub import TapHub, TappedEvent
+from proxy.web.readiness import Health
+from proxy.web.rejections import Rejected
+from proxy.web.status.parts import (
     MAX_REJECTIONS,
     WorkerPart,
     merged_health,
     merged_readings,
     newest_rejections,
 )
-from proxy.status.rates import Reading
-from proxy.status.rejections import Rejected
-from proxy.status.report import _quantile
-from proxy.tap.hub import TapHub, TappedEvent
+from proxy.web.status.rates import Reading
+from proxy.web.status.report import _quantile
 from routing_rules.ruleset import Route, Trace
 from tests.sample_events import run_event
 from tests.unit.test_status_figures import latency_reading

@@ -17,7 +17,7 @@ from typing import Any
 
 import aiohttp
 
-from proxy.destinations.base import DeliveryError
+from proxy.destinations.base import DeliveryError, Destination
 from proxy.destinations.hops import outgoing_headers
 from proxy.destinations.http.target import HttpTarget
 from proxy.destinations.retry import CircuitBreaker, OnRetry, RetryingDestination
@@ -60,7 +60,7 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
-class HttpDestination:
+class HttpDestination(Destination):
     """POST events to ``target.endpoint()``; one at a time, or as a JSON array."""
 
     durable = False

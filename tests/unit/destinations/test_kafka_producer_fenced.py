@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from proxy.destinations.kafka import KafkaProducer
+from proxy.destinations.kafka_producer import KafkaProducer
 from proxy.embedded_broker import free_port
 from tests.support.waiting import wait_for
 

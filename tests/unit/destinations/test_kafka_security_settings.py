@@ -107,7 +107,7 @@ def test_no_module_builds_a_librdkafka_client_except_those_that_take_built_setti
         if built.search(path.read_text())
     }
     assert builders == {
-        "proxy/destinations/kafka.py",
+        "proxy/destinations/kafka_producer.py",
         "consumers/kafka_source.py",
         "consumers/dlq_tools.py",
     }

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from proxy.destinations import DeliveryError, payload_limit
+from proxy.destinations import DeliveryError, Destination
 from proxy.destinations.retry import (
     BreakerConfig,
     CircuitBreaker,
@@ -214,12 +214,14 @@ def test_failed_probe_reopens_for_longer():
     assert down.state is CircuitState.OPEN and down._open_seconds == 2
 
 
-class SpoolingKafkaLike:
+class SpoolingKafkaLike(Destination):
     """A destination with a payload limit that answers "held in the local spool"."""
 
     name = "k"
     durable = True
-    max_payload_bytes = 1000
+
+    def max_payload_bytes(self) -> int | None:
+        return 1000
 
     async def start(self) -> None: ...
 
@@ -234,5 +236,5 @@ class SpoolingKafkaLike:
 
 async def test_the_retry_wrapper_keeps_the_payload_limit_and_the_spooled_answer():
     wrapped = RetryingDestination(SpoolingKafkaLike(), FAST)
-    assert payload_limit(wrapped) == 1000
+    assert wrapped.max_payload_bytes() == 1000
     assert await wrapped.deliver({}, b"{}") is True

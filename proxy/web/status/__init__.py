@@ -3,8 +3,8 @@
 
 Every figure comes from a place the proxy already keeps: the Prometheus registry of
 :class:`~proxy.metrics.ProxyMetrics` (and the collectors registered in it: rules, spools,
-tap, in-process consumers), destination health from :mod:`proxy.readiness`, and the
-last refusals from :class:`~proxy.client_faults.ClientFaults`. :mod:`.rates` turns the
+tap, in-process consumers), destination health from :mod:`proxy.web.readiness`, and the
+last refusals from :class:`~proxy.web.client_faults.ClientFaults`. :mod:`.rates` turns the
 counters into per-minute rates over a sliding window; :mod:`.report` builds the JSON;
 :mod:`.endpoints` serves it and the page (``page.html``, one static file).
 """

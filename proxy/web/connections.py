@@ -25,10 +25,10 @@ from typing import cast
 
 from aiohttp import web
 
-from proxy.client_faults import ClientFaults
 from proxy.config import ServerConfig
 from proxy.http_errors import error_body
 from proxy.metrics import ProxyMetrics
+from proxy.web.client_faults import ClientFaults
 
 __all__ = ["ConnectionGuard", "GuardedSite"]
 

@@ -34,7 +34,7 @@ class Health:
 async def destination_health(destinations: Sequence[Destination]) -> dict[str, Health]:
     states = await asyncio.gather(*(d.ready() for d in destinations))
     return {
-        d.name: Health(ready, _circuit(d), _note(d), _problem(d))
+        d.name: Health(ready, d.circuit(), d.readiness(), d.problem())
         for d, ready in zip(destinations, states, strict=True)
     }
 
@@ -46,29 +46,3 @@ def overall_status(health: Sequence[Health]) -> tuple[str, list[str]]:
     if not all(h.ready for h in health):
         return "not_ready", problems
     return ("degraded" if problems else "ready"), problems
-
-
-def _circuit(destination: Destination) -> str | None:
-    breaker = getattr(destination, "breaker", None)
-    return None if breaker is None else str(breaker.state.value)
-
-
-def _innermost(destination: Destination, name: str) -> Any:
-    """``destination``'s attribute ``name``, or that of the one it wraps (retry)."""
-    current: Any = destination
-    while current is not None:
-        found = getattr(current, name, None)
-        if found is not None:
-            return found
-        current = getattr(current, "inner", None)
-    return None
-
-
-def _note(destination: Destination) -> dict[str, Any] | None:
-    note = _innermost(destination, "readiness")
-    return None if note is None else note()
-
-
-def _problem(destination: Destination) -> str | None:
-    problem = _innermost(destination, "problem")
-    return None if problem is None else problem()

@@ -22,12 +22,12 @@ from aiohttp.http_exceptions import HttpProcessingError
 from proxy.logs import REQUEST_ID
 from proxy.metrics import ProxyMetrics
 from proxy.openlineage.sender import Sender
-from proxy.request_ids import HEADER as REQUEST_ID_HEADER
-from proxy.request_ids import sane_request_id
-from proxy.status.rejections import RecentRejections
 from proxy.throttled_log import ThrottledLog
+from proxy.web.rejections import RecentRejections
+from proxy.web.request_ids import HEADER as REQUEST_ID_HEADER
+from proxy.web.request_ids import sane_request_id
 
-__all__ = ["CLIENT_FAULTS", "ClientFaults", "ServerLog"]
+__all__ = ["ClientFaults", "ServerLog"]
 
 log = logging.getLogger(__name__)
 
@@ -112,9 +112,6 @@ class ClientFaults:
 
     def _warn(self, key: str, message: str, *args: object) -> None:
         self._log.warning(key, message, *args)
-
-
-CLIENT_FAULTS = web.AppKey("client_faults", ClientFaults)
 
 
 class ServerLog(logging.LoggerAdapter[logging.Logger]):

@@ -21,12 +21,11 @@ from aiohttp import web
 
 from proxy.exact_json import dumps
 from proxy.http_errors import RequestError, detail
-from proxy.lineage_endpoints import AUTHENTICATOR
-from proxy.tap.hub import TapFilter, TapHub, TappedEvent
+from proxy.tap.hub import TapFilter, TappedEvent
+from proxy.web.keys import AUTHENTICATOR, TAP
 
-__all__ = ["TAP", "get_tap"]
+__all__ = ["get_tap"]
 
-TAP = web.AppKey("tap", TapHub)
 
 # A comment this often keeps proxies from closing an idle stream and finds readers gone.
 _KEEP_ALIVE_SECONDS = 10.0

@@ -12,87 +12,56 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
 
-from proxy import request_ids
 from proxy.auth import Authenticator
-from proxy.bytes_in_flight import BytesInFlight
-from proxy.client_faults import CLIENT_FAULTS, ClientFaults, ServerLog
 from proxy.config import ProxyConfig
-from proxy.connections import ConnectionGuard
 from proxy.destinations.kafka_spool import SpoolMetrics, SpoolRoots, spool_roots
 from proxy.destinations.registry import DestinationResources
 from proxy.http_errors import ClientFault, RequestError, error_response
-from proxy.lineage_endpoints import (
-    AUTHENTICATOR,
-    BYTES_IN_FLIGHT,
-    CONFIG,
-    PIPELINE,
-    post_batch,
-    post_event,
-)
 from proxy.live_rules import LiveRules
 from proxy.metrics import KafkaReachability, ProxyMetrics
-from proxy.openapi import endpoint_of, serve_openapi
 from proxy.pipeline import BestEffortQueue, EventPipeline
-from proxy.readiness import destination_health, overall_status
-from proxy.status.endpoints import StatusPage
-from proxy.tap.endpoint import TAP, get_tap
 from proxy.tap.hub import TapHub
 from proxy.tap.relay import TapRelay
 from proxy.validation import EventValidator
 from proxy.validation.repairs import EventRepairer
+from proxy.web import request_ids
+from proxy.web.bytes_in_flight import BytesInFlight
+from proxy.web.client_faults import ClientFaults, ServerLog
+from proxy.web.connections import ConnectionGuard
+from proxy.web.keys import (
+    AUTHENTICATOR,
+    BYTES_IN_FLIGHT,
+    CLIENT_FAULTS,
+    CONFIG,
+    CONNECTIONS,
+    METRICS,
+    PIPELINE,
+    RULES,
+    SHUTDOWN,
+    SIBLINGS,
+    TAP,
+    TAP_RELAY,
+    VALIDATOR,
+    WORKER,
+)
+from proxy.web.lineage_endpoints import post_batch, post_event
+from proxy.web.openapi import endpoint_of, serve_openapi
+from proxy.web.readiness import destination_health, overall_status
+from proxy.web.shutdown import ShutdownBudget
+from proxy.web.status.endpoints import StatusPage
+from proxy.web.tap_endpoint import get_tap
 from proxy.worker_metrics import Siblings, WorkerSlot
 from routing_rules.loader import BUILTIN_RULES
 from routing_rules.stats import RoutingStats
 
-__all__ = [
-    "CONNECTIONS",
-    "LINEAGE_BATCH_PLAIN",
-    "LINEAGE_PLAIN",
-    "METRICS",
-    "RULES",
-    "WORKER",
-    "create_app",
-    "server_options",
-]
+__all__ = ["LINEAGE_BATCH_PLAIN", "LINEAGE_PLAIN", "create_app", "server_options"]
 
 log = logging.getLogger(__name__)
-
-METRICS = web.AppKey("metrics", ProxyMetrics)
-RULES = web.AppKey("rules", LiveRules)
-VALIDATOR = web.AppKey("validator", EventValidator)
-CONNECTIONS = web.AppKey("connections", ConnectionGuard)
-# Set when this process is one worker of `serve --workers N` (absent: the only process).
-WORKER = web.AppKey("worker", WorkerSlot)
-SIBLINGS = web.AppKey("siblings", Siblings)
-TAP_RELAY = web.AppKey("tap_relay", TapRelay)
-
-
-class ShutdownBudget:
-    """SIGTERM's one budget (``server.shutdown_timeout_seconds``), shared by every stage
-    of shutdown — in-flight requests, best-effort queue, Kafka flush — so that together
-    they never take longer than the budget."""
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self._started: float | None = None
-
-    async def start(self, app: web.Application) -> None:
-        """``on_shutdown`` hook: aiohttp runs it before waiting for in-flight requests."""
-        self._started = time.monotonic()
-
-    def remaining(self) -> float:
-        if self._started is None:
-            return self.seconds
-        return max(0.0, self.seconds - (time.monotonic() - self._started))
-
-
-SHUTDOWN = web.AppKey("shutdown", ShutdownBudget)
 
 # Clients join "api/v1/lineage" onto whatever URL they were given, so any prefix works.
 LINEAGE_PATH = r"/{prefix:(?:.*/)?}api/v1/lineage"
@@ -105,7 +74,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 @web.middleware
 async def _errors_and_metrics(request: web.Request, handler: Handler) -> web.StreamResponse:
     """The app's one middleware. The plain ingest URLs skip aiohttp's dispatch but not
-    this: the ingest lane (:mod:`proxy.ingest_lane`) calls it around their handlers."""
+    this: the ingest lane (:mod:`proxy.web.ingest_lane`) calls it around their handlers."""
     # The connection guard's hook lives here, not in a middleware of its own: one
     # coroutine per request fewer.
     connection = request.app[CONNECTIONS].request_started(request)

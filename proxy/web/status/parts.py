@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from proxy.readiness import Health
-from proxy.status.rates import Reading
-from proxy.status.rejections import Rejected
+from proxy.web.readiness import Health
+from proxy.web.rejections import Rejected
+from proxy.web.status.rates import Reading
 
 __all__ = ["MAX_REJECTIONS", "WorkerPart", "merged_health", "merged_readings", "newest_rejections"]
 

@@ -13,24 +13,24 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from proxy.auth import Authenticator, Principal
-from proxy.bytes_in_flight import BytesInFlight, Held
-from proxy.client_faults import CLIENT_FAULTS
-from proxy.config import ProxyConfig
+from proxy.auth import Principal
 from proxy.destinations import DeliveryError, TooLarge
 from proxy.destinations.hops import HEADER as HOPS_HEADER
 from proxy.destinations.hops import TooManyHops, take_request_hops
 from proxy.http_errors import RequestError, detail
-from proxy.ingest import MAX_EVENT_DEPTH, could_nest_too_deep, parse_json, read_body, too_deep_at
 from proxy.logs import REQUEST_ID
 from proxy.pipeline import Accepted, EventPipeline, Rejection, RejectionReason
+from proxy.web.bytes_in_flight import Held
+from proxy.web.ingest import (
+    MAX_EVENT_DEPTH,
+    could_nest_too_deep,
+    parse_json,
+    read_body,
+    too_deep_at,
+)
+from proxy.web.keys import AUTHENTICATOR, BYTES_IN_FLIGHT, CLIENT_FAULTS, CONFIG, PIPELINE
 
-__all__ = ["AUTHENTICATOR", "BYTES_IN_FLIGHT", "CONFIG", "PIPELINE", "post_batch", "post_event"]
-
-CONFIG = web.AppKey("config", ProxyConfig)
-PIPELINE = web.AppKey("pipeline", EventPipeline)
-AUTHENTICATOR = web.AppKey("authenticator", Authenticator)
-BYTES_IN_FLIGHT = web.AppKey("bytes_in_flight", BytesInFlight)
+__all__ = ["post_batch", "post_event"]
 
 # Yield to the loop this often while checking a large batch, so one batch cannot starve
 # every other request of the event loop.

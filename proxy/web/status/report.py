@@ -1,8 +1,8 @@
 """The JSON the status page polls (``GET /api/v1/status``; shape in README "Status page").
 
-Built from every worker's :class:`~proxy.status.parts.WorkerPart` (one with a single
+Built from every worker's :class:`~proxy.web.status.parts.WorkerPart` (one with a single
 process): registry readings (:mod:`.rates`) summed, destination health
-(:mod:`proxy.readiness`) at its worst, the last refusals (:mod:`.rejections`) merged.
+(:mod:`proxy.web.readiness`) at its worst, the last refusals (:mod:`.rejections`) merged.
 Nothing here keeps figures of its own: a figure on the page is the sum over workers of
 the number ``/metrics`` shows.
 """
@@ -16,9 +16,9 @@ from typing import Any
 
 from proxy.destinations import Destination
 from proxy.openlineage.times import utc_timestamp
-from proxy.readiness import Health, overall_status
-from proxy.status.parts import WorkerPart, merged_health, merged_readings, newest_rejections
-from proxy.status.rates import Reading
+from proxy.web.readiness import Health, overall_status
+from proxy.web.status.parts import WorkerPart, merged_health, merged_readings, newest_rejections
+from proxy.web.status.rates import Reading
 
 __all__ = ["status_report"]
 

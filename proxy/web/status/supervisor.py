@@ -20,8 +20,8 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from proxy.exact_json import dumps
-from proxy.status.parts import WorkerPart
-from proxy.status.rates import RateWindow
+from proxy.web.status.parts import WorkerPart
+from proxy.web.status.rates import RateWindow
 from proxy.worker_metrics import Handler
 
 __all__ = ["SUPERVISOR_PART", "supervisor_status"]

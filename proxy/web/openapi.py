@@ -5,7 +5,7 @@ each described by the operation of its route name in ``_OPERATIONS``; a route wi
 one is listed with ``x-undocumented: true``. The bodies are described by the pydantic
 models below, whose JSON Schemas become the document's ``components``; the answers
 themselves are built in :mod:`proxy.http_errors` (every 4xx/5xx),
-:mod:`proxy.lineage_endpoints` and :mod:`proxy.app`. A test drives a real proxy and
+:mod:`proxy.web.lineage_endpoints` and :mod:`proxy.web.app`. A test drives a real proxy and
 validates its answers against this document, and fails on an undescribed route — a
 body or a route that drifts from its description fails it.
 
@@ -157,7 +157,7 @@ def _plain(media_type: str, description: str) -> dict[str, Any]:
     return {"description": description, "content": {media_type: {"schema": {"type": "string"}}}}
 
 
-# Route name (proxy/app.py) → its operation. Routes that a config switches off are not
+# Route name (proxy/web/app.py) → its operation. Routes that a config switches off are not
 # in the app, hence not in the document; the last three are other modules' routes.
 _OPERATIONS: dict[str, dict[str, Any]] = {
     "lineage": {

@@ -1,6 +1,6 @@
 """The last refused requests, for the status page: where and why, never what.
 
-Fed from :meth:`proxy.client_faults.ClientFaults.refused`, the one place a 4xx answer
+Fed from :meth:`proxy.web.client_faults.ClientFaults.refused`, the one place a 4xx answer
 (invalid event, missing token, forbidden namespace, too large) is logged. A bounded
 ring: a flood of refusals costs a fixed amount of memory. It keeps the status, the
 reason, our one-line error, the JSON pointers with our messages (the validator's words

@@ -28,12 +28,12 @@ from prometheus_client import CollectorRegistry
 
 from proxy.destinations import Destination
 from proxy.exact_json import dumps, loads
-from proxy.lineage_endpoints import AUTHENTICATOR
-from proxy.readiness import Health, destination_health
-from proxy.status.parts import WorkerPart
-from proxy.status.rates import RateWindow
-from proxy.status.rejections import RecentRejections
-from proxy.status.report import status_report
+from proxy.web.keys import AUTHENTICATOR
+from proxy.web.readiness import Health, destination_health
+from proxy.web.rejections import RecentRejections
+from proxy.web.status.parts import WorkerPart
+from proxy.web.status.rates import RateWindow
+from proxy.web.status.report import status_report
 from proxy.worker_metrics import Siblings
 
 __all__ = ["StatusPage"]
@@ -96,7 +96,7 @@ class StatusPage:
         request.app[AUTHENTICATOR].principal_of(request)
         own = await self.own_part()
         workers: list[tuple[int, str, WorkerPart | None]] = [(own.worker, str(own.pid), own)]
-        # The supervisor's share: the in-process consumers it runs (proxy.status.supervisor).
+        # The supervisor's share: the in-process consumers it runs (proxy.web.status.supervisor).
         supervisor: list[WorkerPart] = []
         if self.siblings is not None:
             for answer in await self.siblings.ask_all("/status"):

@@ -17,10 +17,10 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from proxy.bytes_in_flight import Held
 from proxy.config import ServerConfig
 from proxy.exact_json import WRITABLE_DEPTH, JSONDecodeError, loads, too_deep
 from proxy.http_errors import ClientFault, RequestError, detail
+from proxy.web.bytes_in_flight import Held
 
 __all__ = [
     "MAX_EVENT_DEPTH",

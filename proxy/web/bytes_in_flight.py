@@ -2,7 +2,7 @@
 
 Each request may buffer ``server.max_body_bytes`` and inflate to
 ``server.max_decompressed_bytes``; without a total, 200 slow uploads or a handful of
-gzip bombs take the process to gigabytes. Ingest (:mod:`proxy.ingest`) charges every
+gzip bombs take the process to gigabytes. Ingest (:mod:`proxy.web.ingest`) charges every
 chunk it reads and every piece it inflates to one :class:`BytesInFlight` per process,
 through the request's :class:`Held` share, and the share is given back when the
 request's answer is ready (the parsed events live that long). Past the cap a request is
