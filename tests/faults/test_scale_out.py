@@ -27,7 +27,6 @@ import asyncio
 import itertools
 import random
 import signal
-import subprocess
 import time
 import uuid
 from collections import Counter
@@ -58,7 +57,7 @@ from tests.support.kafka_reader import read_all_produced_so_far
 from tests.support.load import BalancedLoadResult, compare, post_runs_balanced
 from tests.support.metrics import sample
 from tests.support.ports import free_port
-from tests.support.processes import ServeProcess, serve_process, wait_until_ready
+from tests.support.processes import ServeProcess, serve_process, stop_process, wait_until_ready
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600)]
@@ -186,13 +185,8 @@ def _caught_up(bootstrap: str, topic: str) -> bool:
 
 
 def _stop(process: ServeProcess | None) -> None:
-    if process is not None and process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    if process is not None:
+        stop_process(process)
 
 
 @dataclass

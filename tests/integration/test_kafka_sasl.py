@@ -23,7 +23,6 @@ import contextlib
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -48,7 +47,7 @@ from tests.support.kafka_reader import Record, read_topic
 from tests.support.metrics import sample
 from tests.support.paths import REPO
 from tests.support.ports import free_port
-from tests.support.processes import ServeProcess, wait_until_ready
+from tests.support.processes import ServeProcess, stop_process, wait_until_ready
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -161,13 +160,7 @@ def _process(command: list[str], env: Mapping[str, str]) -> Iterator[ServeProces
     try:
         yield process
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop_process(process)
         process.log_path.unlink(missing_ok=True)
 
 

@@ -6,11 +6,13 @@ pipe nobody reads, and a test would blame the proxy for a hang it caused itself.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import requests
 
@@ -84,3 +86,16 @@ def serve_process(
     process.log_path = Path(log_name)
     scheme = "https" if any(key.startswith("server__tls__") for key in settings) else "http"
     return process, f"{scheme}://127.0.0.1:{port}"
+
+
+def stop_process(process: subprocess.Popen[Any], timeout: float = 30) -> None:
+    """SIGTERM ``process`` if it still runs and wait for it; SIGKILL after ``timeout``
+    (a clean stop that hangs must not hang the suite)."""
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
