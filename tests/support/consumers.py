@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import uuid
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
@@ -49,15 +50,19 @@ def produce(bootstrap: str, topic: str, messages: Sequence[tuple[str | None, byt
     assert producer.flush(10) == 0
 
 
-def sequenced_run_events(runs: int, per_run: int) -> list[tuple[str, dict[str, Any]]]:
+def sequenced_run_events(
+    runs: int, per_run: int, namespace: str = "team-a"
+) -> list[tuple[str, dict[str, Any]]]:
     """(key, event) for ``runs`` pipeline runs of ``per_run`` events each, interleaved;
-    each event carries its position in its run in a custom ``seq`` run facet."""
+    each event carries its position in its run in a custom ``seq`` run facet. Run ids are
+    fresh per call, so a real target shared by several tests keeps their runs apart."""
+    run_ids = [str(uuid.uuid4()) for _ in range(runs)]
     out = []
     for i in range(per_run):
         for r in range(runs):
-            event = run_event(name=f"job{r}", run_id=f"00000000-0000-4000-8000-{r:012d}")
+            event = run_event(namespace=namespace, name=f"job{r}", run_id=run_ids[r])
             event["run"]["facets"]["seq"] = {**facet("Seq"), "n": i}
-            out.append((f"run:team-a/job{r}", event))
+            out.append((f"run:{namespace}/job{r}", event))
     return out
 
 

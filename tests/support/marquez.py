@@ -42,6 +42,7 @@ from pathlib import Path
 import requests
 import yaml
 
+from tests.support.paths import CACHE
 from tests.support.ports import free_port
 
 __all__ = [
@@ -95,8 +96,7 @@ class MarquezUnavailable(RuntimeError):
 
 def marquez_home() -> Path:
     """``$LINEAGE_PROXY_CACHE/marquez-<version>``: where the classpath is kept."""
-    cache = os.environ.get("LINEAGE_PROXY_CACHE") or str(Path.home() / ".cache/lineage-proxy")
-    return Path(cache) / f"marquez-{MARQUEZ_VERSION}"
+    return CACHE / f"marquez-{MARQUEZ_VERSION}"
 
 
 def _pom(dependencies: list[tuple[str, str]], build: str = "") -> str:

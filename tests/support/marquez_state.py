@@ -98,7 +98,9 @@ def marquez_view(base: str, events: Iterable[dict[str, Any]]) -> dict[str, Any]:
                 "job": job,
                 "runs": api_get(base, f"{path}/runs", limit=1000)["runs"],
                 "versions": api_get(base, f"{path}/versions", limit=1000)["versions"],
-                "lineage": api_get(base, "lineage", nodeId=f"job:{ns}:{job['name']}"),
+                "lineage": _graph_without_row_ids(
+                    api_get(base, "lineage", nodeId=f"job:{ns}:{job['name']}")
+                ),
             }
     for ns, name in sorted(datasets):
         path = f"namespaces/{_q(ns)}/datasets/{_q(name)}"
@@ -109,6 +111,19 @@ def marquez_view(base: str, events: Iterable[dict[str, Any]]) -> dict[str, Any]:
         }
     canonical: dict[str, Any] = _canonical(view)
     return canonical
+
+
+def _graph_without_row_ids(lineage: dict[str, Any]) -> dict[str, Any]:
+    """The lineage graph without what its job nodes' ``latestRun.jobVersion.version``
+    holds: not the job's version but the row id of the job's current version
+    (``LineageDao.getCurrentRuns`` selects ``jobs.current_version_uuid AS job_version``), a
+    ``UUID.randomUUID()`` that differs between two servers fed the same events directly —
+    a random v4 UUID where the job's ``versions`` list shows the name-based v3 version."""
+    for node in lineage.get("graph") or []:
+        job_version = ((node.get("data") or {}).get("latestRun") or {}).get("jobVersion")
+        if isinstance(job_version, dict):
+            job_version.pop("version", None)
+    return lineage
 
 
 def _column_lineage(base: str, node: str) -> Any:

@@ -78,17 +78,6 @@ def _times(events):
     return [parse_time(e["eventTime"]) for e in events]
 
 
-async def test_replay_to_a_consumer_target_in_event_time_order(tmp_path):
-    archived = await _archive(tmp_path)
-    async with MarquezDouble() as marquez:
-        result = await replay(*_sections(marquez.url), tmp_path, "backfill", ReplayFilter())
-    assert result.sent == len(archived) and result.failed == 0
-    assert _times(marquez.events) == sorted(_times(archived))
-    assert sorted(e["run"]["runId"] for e in marquez.events) == sorted(
-        e["run"]["runId"] for e in archived
-    )
-
-
 async def test_replay_filters_by_time_window_and_namespace(tmp_path):
     await _archive(tmp_path)
     keep = ReplayFilter(
