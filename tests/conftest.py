@@ -129,9 +129,21 @@ def start_proxy(request: pytest.FixtureRequest, topic: str) -> ProxyFactory:
     return start
 
 
+# The JVMs the tests start (Spark drivers and the official jar's jobs, Marquez, S3Proxy)
+# run small jobs for seconds to minutes, where the C2 compiler and the parallel collector
+# cost more CPU than they save: the C1 compiler only and the serial collector cut the Spark
+# JVMs' CPU by 43 % on tests/spark/test_official_jar.py (80.6 → 45.6 CPU-seconds,
+# scripts/cpu_profile.py), and the suite is CPU-bound on 2 cores (docs/contributing.md).
+# The `java` launcher reads JDK_JAVA_OPTIONS; flags on a command line (the Kafka brokers')
+# come after it and win. Not a production setting: nothing under test depends on the JIT.
+TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """The controlling process (or the only one) makes the figures directory; xdist
-    workers, started later, inherit its name through the environment."""
+    """Every test process gives the JVMs it starts TEST_JVM_OPTIONS (unless the caller
+    chose other options). The controlling process (or the only one) makes the figures
+    directory; xdist workers, started later, inherit its name through the environment."""
+    os.environ.setdefault("JDK_JAVA_OPTIONS", TEST_JVM_OPTIONS)
     if not hasattr(config, "workerinput"):
         os.environ[FIGURES_DIRECTORY] = tempfile.mkdtemp(prefix="lineage-proxy-test-figures-")
         os.environ[SHARED_KAFKA_DIRECTORY] = tempfile.mkdtemp(prefix="lineage-proxy-test-kafka-")
