@@ -17,9 +17,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.support.dbt import DbtUnavailable, dbt_bin_dir, dbt_ol, sent_events
+from tests.support.dbt import DbtUnavailable, dbt_bin_dir, dbt_ol
 from tests.support.kafka_reader import read_all_produced_so_far
 from tests.support.load import kafka_run_ids
+from tests.support.recording_client import sent_events
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

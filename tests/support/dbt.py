@@ -4,9 +4,8 @@ a real dbt client: its own venv, the test project and the events it says it sent
 dbt and openlineage-dbt live in their own venv (``dbt-venv`` in the test cache, outside
 git, reused by later runs and fresh clones while the pinned specs stay the same): their
 dependencies would not fit ours. Two xdist workers may ask for it at once (the dbt tests
-and the Marquez comparison), so the install holds a file lock. dbt-ol sends each event both
-to the proxy and to a file (the client's composite transport): the file is the independent
-list of everything the client emitted.
+and the Marquez comparison), so the install holds a file lock. dbt-ol records what it sends
+(tests/support/recording_client.py).
 """
 
 from __future__ import annotations
@@ -18,14 +17,11 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
-
-import orjson
-import yaml
 
 from tests.support.paths import CACHE, REPO
+from tests.support.recording_client import recording_config
 
-__all__ = ["DBT_SPECS", "DbtUnavailable", "dbt_bin_dir", "dbt_ol", "sent_events"]
+__all__ = ["DBT_SPECS", "DbtUnavailable", "dbt_bin_dir", "dbt_ol"]
 
 VENV = CACHE / "dbt-venv"
 # dbt-core ≥ 1.11 needs a parser wheel its build downloads from GitHub, outside any index.
@@ -60,33 +56,16 @@ def dbt_bin_dir() -> Path:
 
 def _environment(bin_dir: Path, work: Path, proxy_url: str, namespace: str) -> dict[str, str]:
     """dbt-ol configured as a user would: an OpenLineage config file and environment."""
-    config = {
-        "transport": {
-            "type": "composite",
-            "continue_on_success": True,
-            "continue_on_failure": True,
-            "transports": {
-                "proxy": {"type": "http", "url": proxy_url},
-                "file": {"type": "file", "log_file_path": str(work / "sent.jsonl"), "append": True},
-            },
-        }
-    }
-    (work / "openlineage.yml").write_text(yaml.safe_dump(config))
+    config = recording_config(work, proxy_url)
     environ = {k: v for k, v in os.environ.items() if not k.startswith("OPENLINEAGE")}
     return {
         **environ,
         "PATH": f"{bin_dir}{os.pathsep}{environ['PATH']}",
-        "OPENLINEAGE_CONFIG": str(work / "openlineage.yml"),
+        "OPENLINEAGE_CONFIG": str(config),
         "OPENLINEAGE_NAMESPACE": namespace,
         "DBT_DUCKDB_PATH": str(work / "warehouse.duckdb"),
         "DO_NOT_TRACK": "1",
     }
-
-
-def sent_events(work: Path) -> list[dict[str, Any]]:
-    """What the client in ``work`` emitted, in order (its file transport's record)."""
-    path = work / "sent.jsonl"
-    return [orjson.loads(line) for line in path.read_bytes().splitlines()] if path.exists() else []
 
 
 async def dbt_ol(

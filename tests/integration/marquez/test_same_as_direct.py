@@ -15,7 +15,6 @@ import asyncio
 import os
 import sys
 import uuid
-from pathlib import Path
 from typing import Any
 
 import attr
@@ -26,10 +25,11 @@ from openlineage.client.event_v2 import RunEvent, RunState
 
 from tests.client_events import every_facet_event
 from tests.integration.marquez.conftest import consuming_into
-from tests.support.dbt import DbtUnavailable, dbt_bin_dir, dbt_ol, sent_events
+from tests.support.dbt import DbtUnavailable, dbt_bin_dir, dbt_ol
 from tests.support.marquez import MarquezServer
 from tests.support.marquez_state import differences, marquez_view, post_events, stored_events
 from tests.support.paths import REPO
+from tests.support.recording_client import recording_config, sent_events
 from tests.support.waiting import wait_for
 
 pytestmark = [
@@ -88,7 +88,7 @@ async def test_openlineage_python_events_look_the_same_in_marquez(
     ):
         # What the client sends is more than what it was given (1.54 adds an
         # openlineage_client_version tag): its own file transport records the sent events.
-        config = yaml.safe_load(_composite_config(tmp_path, url).read_text())
+        config = yaml.safe_load(recording_config(tmp_path, url).read_text())
         client = OpenLineageClient(config=config)
         for event in emitted:
             await asyncio.to_thread(client.emit, event)
@@ -98,24 +98,6 @@ async def test_openlineage_python_events_look_the_same_in_marquez(
     assert _states(view) == {"COMPLETED", "FAILED"}
     durations = {run.get("durationMs") for job in view["jobs"].values() for run in job["runs"]}
     assert durations == {123_500}
-
-
-def _composite_config(work: Path, proxy_url: str) -> Path:
-    """openlineage.yml sending to the proxy and to ``sent.jsonl`` (what was emitted)."""
-    config = {
-        "transport": {
-            "type": "composite",
-            "continue_on_success": True,
-            "continue_on_failure": True,
-            "transports": {
-                "proxy": {"type": "http", "url": proxy_url},
-                "file": {"type": "file", "log_file_path": str(work / "sent.jsonl"), "append": True},
-            },
-        }
-    }
-    path = work / "openlineage.yml"
-    path.write_text(yaml.safe_dump(config))
-    return path
 
 
 @pytest.mark.spark
@@ -136,7 +118,7 @@ async def test_spark_emitter_pipeline_looks_the_same_in_marquez(
             str(tmp_path / "etl"),
             env={
                 **environ,
-                "OPENLINEAGE_CONFIG": str(_composite_config(tmp_path, url)),
+                "OPENLINEAGE_CONFIG": str(recording_config(tmp_path, url)),
                 "OPENLINEAGE_NAMESPACE": namespace,
                 "PYTHONPATH": str(REPO),
             },
