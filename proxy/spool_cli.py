@@ -199,6 +199,7 @@ async def _drain(
 async def _drain_one(directory: Path, kafka: KafkaConfig, servers: str, wait_seconds: float) -> int:
     """Forward ``directory``'s records to ``servers``; return how many are left."""
     from proxy.destinations.config import producer_settings
+    from proxy.destinations.kafka_client_logs import failure_reason
     from proxy.destinations.kafka_producer import KafkaProducer
     from proxy.destinations.kafka_spool import KafkaSpool
     from proxy.destinations.spool import Spool
@@ -213,7 +214,8 @@ async def _drain_one(directory: Path, kafka: KafkaConfig, servers: str, wait_sec
             try:
                 await asyncio.to_thread(producer.ensure_topics, wanted, 5.0)
             except Exception as exc:  # the send below reports what matters
-                print(f"spool drain: could not ensure topic {topic}: {exc}", file=sys.stderr)
+                reason = failure_reason(exc)
+                print(f"spool drain: could not ensure topic {topic}: {reason}", file=sys.stderr)
 
     spool = KafkaSpool(
         Spool(directory, kafka.spool.max_bytes, kafka.spool.segment_bytes),

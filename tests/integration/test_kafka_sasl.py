@@ -320,6 +320,27 @@ async def test_spooled_events_drain_through_sasl_ssl_with_settings_from_the_envi
     assert sorted(_run_ids(landed)) == sorted(e["run"]["runId"] for e in events)
 
 
+async def test_spool_drain_command_sends_a_left_spool_through_sasl_ssl(
+    secured: Secured, topic: str, tmp_path: Path
+):
+    """A spool left by a proxy that never reached Kafka, drained by ``lineage-proxy spool
+    drain`` with the security settings of config.yaml: every event lands, exit 0."""
+    config = _write_config(
+        tmp_path / "config.yaml", secured, topic, security=secured.security(sasl_password=PASSWORD)
+    )
+    unreachable = {"LINEAGE_PROXY__KAFKA__BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}"}
+    url = _url(config)
+    events = [run_event(name=f"job-{i % 3}") for i in range(20)]
+    with _process(["serve", "--config", str(config)], unreachable) as proxy:
+        await wait_for(lambda: _answers(url), what="the proxy to listen", alive=proxy)
+        assert await _post(url, events) == [200] * 20  # fsynced to the spool
+    code, out, err = await run_cli("spool", "drain", "--config", str(config))
+    assert code == 0, err
+    assert f"20 of 20 events sent to Kafka at {secured.bootstrap}" in out
+    landed = await _landed(secured.plaintext, topic, 20)
+    assert sorted(_run_ids(landed)) == sorted(e["run"]["runId"] for e in events)
+
+
 async def _answers(url: str) -> bool:
     try:
         status, _ = await _get(url, "/healthz")
