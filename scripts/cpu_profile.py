@@ -124,7 +124,8 @@ def main() -> int:
     ]
     by_kind: dict[str, float] = {}
     for seconds, line in spent:
-        by_kind[kind_of(line)] = by_kind.get(kind_of(line), 0.0) + seconds
+        kind = kind_of(line)
+        by_kind[kind] = by_kind.get(kind, 0.0) + seconds
     cores = os.cpu_count() or 1
     figures = {
         "wall_seconds": round(wall, 1),

@@ -23,6 +23,7 @@ from proxy.serve import listener_tls, serving
 from proxy.web.app import create_app
 from tests.faults.figures import FIGURES_DIRECTORY, recorded
 from tests.support.consumers import create_topic
+from tests.support.dbt import DbtUnavailable, dbt_bin_dir
 from tests.support.kafka_cluster import KafkaCluster, shared_cluster, stop_detached
 from tests.support.paths import ARCHIVE_ROOT, SPOOL_ROOT
 from tests.support.proxies import proxy_config
@@ -87,6 +88,16 @@ def broker() -> KafkaCluster:
     use a private one. The quick start's embedded broker (Tansu) keeps its own smoke test
     (test_cli.py)."""
     return shared_cluster(Path(os.environ[SHARED_KAFKA_DIRECTORY]))
+
+
+@pytest.fixture(scope="session")
+def dbt_bin() -> Path:
+    """The bin directory of the dbt venv (dbt, dbt-ol), installed on first use; a test
+    that needs dbt fails, never skips, when it cannot be installed."""
+    try:
+        return dbt_bin_dir()
+    except DbtUnavailable as error:
+        pytest.fail(str(error))
 
 
 @pytest.fixture

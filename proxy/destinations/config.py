@@ -126,12 +126,9 @@ def check_security_settings(settings: Mapping[str, Any]) -> None:
     if protocol.startswith("SASL_"):
         if mechanism.upper() not in _MECHANISMS:
             raise ValueError(f"sasl.mechanisms: {mechanism!r} is none of {', '.join(_MECHANISMS)}")
-        missing = [
-            key
-            for key in ("sasl.username", "sasl.password")
-            if mechanism.upper() in _PASSWORD_MECHANISMS and not given(key)
-        ]
-        if missing:
+        needed = ("sasl.username", "sasl.password")
+        missing = [key for key in needed if not given(key)]
+        if mechanism.upper() in _PASSWORD_MECHANISMS and missing:
             raise ValueError(
                 f"security.protocol {protocol} with {mechanism} needs "
                 f"{' and '.join(missing)} (the password may be sasl.password_env: VARIABLE)"

@@ -17,7 +17,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.support.dbt import DbtUnavailable, dbt_bin_dir, dbt_ol
+from tests.support.dbt import dbt_ol
 from tests.support.kafka_reader import read_all_produced_so_far
 from tests.support.load import kafka_run_ids
 from tests.support.recording_client import sent_events
@@ -25,14 +25,6 @@ from tests.support.recording_client import sent_events
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 RUN_SECONDS = 180
-
-
-@pytest.fixture(scope="module")
-def dbt_bin() -> Path:
-    try:
-        return dbt_bin_dir()
-    except DbtUnavailable as error:
-        pytest.fail(str(error))
 
 
 def _children(pid: int) -> list[int]:

@@ -306,13 +306,8 @@ async def test_spooled_events_drain_through_sasl_ssl_with_settings_from_the_envi
     given the SASL settings only by environment variables drains them."""
     config = _write_config(tmp_path / "config.yaml", secured, topic, security=None)
     env = {**_env_security(secured), PASSWORD_VARIABLE: PASSWORD}
-    unreachable = {**env, "LINEAGE_PROXY__KAFKA__BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}"}
     url = _url(config)
-    events = [run_event(name=f"job-{i % 3}") for i in range(30)]
-    with _process(["serve", "--config", str(config)], unreachable) as proxy:
-        await wait_for(lambda: _answers(url), what="the proxy to listen", alive=proxy)
-        assert await _post(url, events) == [200] * 30  # fsynced to the spool
-        assert sample((await _get(url, "/metrics"))[1], "lineage_proxy_spool_events") == 30
+    events = await _spooled_by_a_proxy_that_cannot_reach_kafka(config, env, 30)
     with _process(["serve", "--config", str(config)], env) as proxy:
         await asyncio.to_thread(wait_until_ready, url, proxy)
         await wait_for(lambda: _spool_empty(url), 60, "the spool to drain", alive=proxy)
@@ -328,17 +323,27 @@ async def test_spool_drain_command_sends_a_left_spool_through_sasl_ssl(
     config = _write_config(
         tmp_path / "config.yaml", secured, topic, security=secured.security(sasl_password=PASSWORD)
     )
-    unreachable = {"LINEAGE_PROXY__KAFKA__BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}"}
-    url = _url(config)
-    events = [run_event(name=f"job-{i % 3}") for i in range(20)]
-    with _process(["serve", "--config", str(config)], unreachable) as proxy:
-        await wait_for(lambda: _answers(url), what="the proxy to listen", alive=proxy)
-        assert await _post(url, events) == [200] * 20  # fsynced to the spool
+    events = await _spooled_by_a_proxy_that_cannot_reach_kafka(config, {}, 20)
     code, out, err = await run_cli("spool", "drain", "--config", str(config))
     assert code == 0, err
     assert f"20 of 20 events sent to Kafka at {secured.bootstrap}" in out
     landed = await _landed(secured.plaintext, topic, 20)
     assert sorted(_run_ids(landed)) == sorted(e["run"]["runId"] for e in events)
+
+
+async def _spooled_by_a_proxy_that_cannot_reach_kafka(
+    config: Path, env: Mapping[str, str], count: int
+) -> list[dict[str, Any]]:
+    """``count`` events acknowledged (fsynced to the spool) by ``serve --config config``
+    pointed at an address where no broker listens, then stopped: the spool it leaves."""
+    unreachable = {**env, "LINEAGE_PROXY__KAFKA__BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}"}
+    url = _url(config)
+    events = [run_event(name=f"job-{i % 3}") for i in range(count)]
+    with _process(["serve", "--config", str(config)], unreachable) as proxy:
+        await wait_for(lambda: _answers(url), what="the proxy to listen", alive=proxy)
+        assert await _post(url, events) == [200] * count
+        assert sample((await _get(url, "/metrics"))[1], "lineage_proxy_spool_events") == count
+    return events
 
 
 async def _answers(url: str) -> bool:

@@ -25,7 +25,7 @@ from openlineage.client.event_v2 import RunEvent, RunState
 
 from tests.client_events import every_facet_event
 from tests.integration.marquez.conftest import consuming_into
-from tests.support.dbt import DbtUnavailable, dbt_bin_dir, dbt_ol
+from tests.support.dbt import dbt_ol
 from tests.support.marquez import MarquezServer
 from tests.support.marquez_state import differences, marquez_view, post_events, stored_events
 from tests.support.paths import REPO
@@ -135,19 +135,15 @@ async def test_spark_emitter_pipeline_looks_the_same_in_marquez(
 
 
 async def test_dbt_ol_build_looks_the_same_in_marquez(
-    marquez, start_proxy, broker, topic, tmp_path
+    marquez, start_proxy, broker, topic, dbt_bin, tmp_path
 ):
-    try:
-        bin_dir = await asyncio.to_thread(dbt_bin_dir)
-    except DbtUnavailable as error:
-        pytest.fail(str(error))
     namespace = f"dbt-{uuid.uuid4().hex[:8]}"
     async with (
         start_proxy() as url,
         consuming_into(tmp_path, broker.bootstrap_servers, topic, marquez["proxied"].url),
     ):
         process = await dbt_ol(
-            bin_dir, tmp_path, url, "build", "--exclude", "endless", namespace=namespace
+            dbt_bin, tmp_path, url, "build", "--exclude", "endless", namespace=namespace
         )
         assert await asyncio.wait_for(process.wait(), 300) == 0, (
             tmp_path / "dbt-ol.log"
