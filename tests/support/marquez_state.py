@@ -14,7 +14,15 @@ times a server stamps on namespace, job and dataset rows when it writes them
 (:data:`SERVER_CLOCK_FIELDS`; a run's ``createdAt``/``updatedAt`` come from event times and
 *are* compared), and the random row identifiers it assigns (:data:`SERVER_ASSIGNED_IDS`;
 the versions they point at are compared through the version lists, whose ``version`` ids
-Marquez derives from the events). Everything else must be equal.
+Marquez derives from the events). One value is a coin toss on any server: a facet an
+event sends under the same name both as a dataset facet and as an input facet (the
+deprecated dataset-level ``dataQualityMetrics`` and the input one, say). Marquez folds the
+two rows into one map with ``JSONB_AGG(df.facet ORDER BY df.lineage_event_time)``
+(``DatasetDao``), they share the event's time, and PostgreSQL's sort does not keep the
+order of ties, so which one a dataset shows depends on where the rows lie in the table —
+on the order events of *different* runs arrived, which nobody promises. Such a facet must
+equal one of the values sent under that name (:func:`_tied_facets`). Everything else must
+be equal.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ import requests
 __all__ = [
     "SERVER_ASSIGNED_IDS",
     "SERVER_CLOCK_FIELDS",
+    "TIED_FACET_MARK",
     "api_get",
     "differences",
     "marquez_view",
@@ -40,6 +49,8 @@ __all__ = [
 SERVER_CLOCK_FIELDS = frozenset({"createdAt", "updatedAt"})
 # Row ids Marquez draws with UUID.randomUUID() (OpenLineageDao): differ on every server.
 SERVER_ASSIGNED_IDS = frozenset({"currentVersion", "parentJobUuid", "datasetVersion"})
+# What a tied facet (see the module's docstring) becomes once it equals a value sent.
+TIED_FACET_MARK = "<one of the values sent under this name>"
 # Objects that are runs: their times come from the events' eventTime.
 _RUN_KEYS = frozenset({"runs", "latestRun", "latestRuns"})
 
@@ -109,8 +120,37 @@ def marquez_view(base: str, events: Iterable[dict[str, Any]]) -> dict[str, Any]:
             "versions": api_get(base, f"{path}/versions", limit=1000)["versions"],
             "columnLineage": _column_lineage(base, f"dataset:{ns}:{name}"),
         }
+    _settle_tied_facets(view["datasets"], _tied_facets(events))
     canonical: dict[str, Any] = _canonical(view)
     return canonical
+
+
+def _tied_facets(events: Iterable[dict[str, Any]]) -> dict[str, dict[str, list[Any]]]:
+    """Per dataset (``"namespace name"``), the facet names some event sent both as a
+    dataset facet and as an input/output facet, with every value sent under each name."""
+    tied: dict[str, dict[str, list[Any]]] = {}
+    for event in events:
+        for side, own in (("inputs", "inputFacets"), ("outputs", "outputFacets")):
+            for dataset in event.get(side) or []:
+                facets, side_facets = dataset.get("facets") or {}, dataset.get(own) or {}
+                for name in facets.keys() & side_facets.keys():
+                    values = tied.setdefault(f"{dataset['namespace']} {dataset['name']}", {})
+                    values.setdefault(name, []).extend([facets[name], side_facets[name]])
+    return tied
+
+
+def _settle_tied_facets(datasets: dict[str, Any], tied: dict[str, dict[str, list[Any]]]) -> None:
+    """Replace a tied facet by a mark when it equals one of the values sent under its name;
+    any other value stays and shows as a difference."""
+    for key, names in tied.items():
+        entry = datasets.get(key)
+        if entry is None:
+            continue
+        for shown in [entry["dataset"], *entry["versions"]]:
+            facets = shown.get("facets") or {}
+            for name, sent in names.items():
+                if facets.get(name) in sent:
+                    facets[name] = TIED_FACET_MARK
 
 
 def _graph_without_row_ids(lineage: dict[str, Any]) -> dict[str, Any]:

@@ -27,7 +27,13 @@ from tests.client_events import every_facet_event
 from tests.integration.marquez.conftest import consuming_into
 from tests.support.dbt import dbt_ol
 from tests.support.marquez import MarquezServer
-from tests.support.marquez_state import differences, marquez_view, post_events, stored_events
+from tests.support.marquez_state import (
+    TIED_FACET_MARK,
+    differences,
+    marquez_view,
+    post_events,
+    stored_events,
+)
 from tests.support.paths import REPO
 from tests.support.recording_client import recording_config, sent_events
 from tests.support.waiting import wait_for
@@ -96,6 +102,9 @@ async def test_openlineage_python_events_look_the_same_in_marquez(
         assert len(events) == len(emitted)
         view = await _assert_same_in_marquez(marquez, events)
     assert _states(view) == {"COMPLETED", "FAILED"}
+    # every_facet_event sends dataQualityMetrics as a dataset and as an input facet: the
+    # value Marquez shows was matched against what was sent, not left out.
+    assert TIED_FACET_MARK in repr(view["datasets"])
     durations = {run.get("durationMs") for job in view["jobs"].values() for run in job["runs"]}
     assert durations == {123_500}
 
