@@ -28,12 +28,12 @@ import pytest
 import pytest_asyncio
 
 from proxy.destinations.archive_layout import finished_files
-from proxy.embedded_broker import EmbeddedBroker
 from proxy.serve import listener_tls, serving
 from proxy.web.app import create_app
 from tests.spark.conftest import LineageReceiver, event_types
 from tests.spark.side_by_side import Difference, compare, documented_differences
 from tests.spark.side_by_side_jobs import APP_NAME, NAMESPACE
+from tests.support.kafka_cluster import KafkaCluster
 from tests.support.kafka_reader import read_all_produced_so_far
 from tests.support.paths import REPO
 from tests.support.proxies import proxy_config
@@ -110,7 +110,7 @@ async def _run_jobs(workdir: Path, ours_url: str, conf: dict[str, str]) -> dict[
 
 @pytest_asyncio.fixture(scope="module")
 async def side_by_side(
-    broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory
+    broker: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[SideBySide]:
     workdir = tmp_path_factory.mktemp("side_by_side")
     topic = f"test.spark-jar.{workdir.name}"
