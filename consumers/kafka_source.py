@@ -320,10 +320,11 @@ class KafkaSource:
     def _kafka_error(self, error: KafkaError) -> None:
         # Logged already, throttled, by the cluster's log (kafka_client_logs): here only
         # what /healthz reports.
-        if error.code() == KafkaError._ALL_BROKERS_DOWN:
+        if error.code() in (KafkaError._ALL_BROKERS_DOWN, KafkaError._AUTHENTICATION):
             if self.unreachable_since is None:
                 self.unreachable_since = time.monotonic()
-            self.unreachable_reason = error.str() or error.name()
+            refused = cluster_log(self.settings["bootstrap.servers"]).refused_credentials()
+            self.unreachable_reason = refused or error.str() or error.name()
 
     def _check_reachable(self, consumer: Consumer) -> None:
         """Clear the "unreachable" mark once a broker answers a metadata request

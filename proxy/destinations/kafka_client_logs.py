@@ -200,14 +200,20 @@ class ClusterLog:
             text = f"a broker of Kafka at {self.servers} keeps failing: {reason}"
             self._other_line("broker", logging.WARNING, text, logger=log)
 
+    def refused_credentials(self) -> str | None:
+        """While the cluster refuses our credentials: why, and what to check."""
+        refused = self.authentication_error
+        return (
+            None if refused is None else f"authentication refused: {refused}; {CHECK_CREDENTIALS}"
+        )
+
     def unreachable(self, reason: str) -> None:
         """No broker of the cluster answers (or none lets us in)."""
         reason = reason.strip() or _NO_REASON
         args: tuple[object, ...]
         with self._lock:
             self.failures += 1
-            if self.authentication_error is not None:  # each line of it says what to check
-                reason = f"authentication refused: {self.authentication_error}; {CHECK_CREDENTIALS}"
+            reason = self.refused_credentials() or reason  # each line says what to check
             now = self._clock()
             if self.unreachable_since is None:
                 self.unreachable_since = self._unreachable_logged = now

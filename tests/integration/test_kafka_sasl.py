@@ -2,7 +2,8 @@
 of a real Apache Kafka broker: ``serve``, its spool drain, the consumer daemons (archive,
 HTTP target, Kafka republisher) and their dead-letter producer, ``dlq``, ``replay
 --to-topic`` and ``tap`` — with the security settings from config.yaml and from the
-environment — and a wrong password that leaves the proxy not ready with one clear line.
+environment — and a wrong password that leaves the proxy not ready, and a consumer daemon
+unhealthy, each with one clear line.
 
 The Marquez, Egeria and DataHub consumers read Kafka with the same source
 (consumers/kafka_source.py) and deliver through the same HTTP destination as the ``http``
@@ -387,3 +388,49 @@ async def test_wrong_password_is_one_clear_line_and_a_proxy_that_is_not_ready(
 async def _refusals(url: str, at_least: int) -> bool:
     _, text = await _get(url, "/metrics")
     return (sample(text, "lineage_proxy_kafka_connection_failures_total") or 0) >= at_least
+
+
+def _failed_authentications(cluster: KafkaCluster) -> int:
+    """How many SASL handshakes the broker has refused so far, from its own log — a
+    witness that is not the client under test."""
+    return sum(
+        (node.directory / "server.log").read_text(errors="replace").count("Failed authentication")
+        for node in cluster.nodes
+    )
+
+
+async def test_consumer_with_a_wrong_password_from_the_environment_says_so_once_and_stays_up(
+    secured: Secured, topic: str, tmp_path: Path
+):
+    """A consumer daemon given its SASL settings only by environment variables, with the
+    wrong password: /healthz names the refused authentication and what to check, the log
+    says it once, and the daemon neither exits nor floods while the broker keeps refusing."""
+    port = free_port()
+    consumers = {
+        "archive": {
+            "target": {"kind": "archive", "directory": str(tmp_path / "consumed")},
+            "group": TEST_GROUP,
+            "status_port": port,
+        }
+    }
+    config = _write_config(
+        tmp_path / "config.yaml", secured, topic, security=None, consumers=consumers
+    )
+    env = {**_env_security(secured), PASSWORD_VARIABLE: "wrong"}
+    before = _failed_authentications(secured.cluster)
+    with _process(["consume", "archive", "--config", str(config)], env) as daemon:
+        # The marker: the broker itself has refused this daemon ten times by now.
+        await wait_for(
+            lambda: _failed_authentications(secured.cluster) >= before + 10,
+            90,
+            "the broker to refuse 10 authentications",
+            alive=daemon,
+        )
+        status, body = await _get(f"http://127.0.0.1:{port}", "/healthz")
+        assert daemon.poll() is None, "the consumer exited"
+        log = daemon.log()
+    assert status == 503, body
+    assert "authentication" in body.lower() and "sasl.password" in body, body
+    said = [line for line in log.splitlines() if re.search("authenticat", line, re.I)]
+    assert len(said) == 1, log
+    assert secured.bootstrap in said[0] and "sasl.password" in said[0], said[0]
