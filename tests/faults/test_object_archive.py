@@ -193,6 +193,12 @@ async def _outage(broker, topic, s3: S3Server, seconds: float) -> None:
     )
     assert figures["lost"] == 0 and figures["dead_lettered"] == 0
     assert max(offset_of[key] for key in found) == len(events) - 1
+    # Duplicates are bounded by what the outage touched: the first half was stored (and
+    # its uploads finished) before the store went, so none of it may come twice; only an
+    # event produced during the outage, whose upload was retried, may.
+    twice = {key for key, n in found.items() if n > 1}
+    assert all(offset_of[key] >= half for key in twice), sorted(offset_of[k] for k in twice)
+    assert figures["duplicates"] <= len(events) - half
 
 
 async def test_store_stopped_5_s_holds_offsets_dead_letters_nothing_and_resumes(

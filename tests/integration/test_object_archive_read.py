@@ -1,4 +1,5 @@
 """The object-store archive read where it lies: ``replay --archive s3://bucket/prefix``
+(the function, and the command into a real Kafka topic)
 and ``lineage-proxy spark compact|graph --archive s3a://bucket/prefix`` (PySpark local
 mode, hadoop-aws from the Maven cache) against a real S3-compatible server (S3Proxy);
 events written by the object_archive writer (plain and gzip objects, two days, two
@@ -15,6 +16,7 @@ from collections.abc import Iterator
 
 import orjson
 import pytest
+import yaml
 
 from consumers.replay import ReplayFilter, parse_time, replay
 from proxy.config import ProxyConfig
@@ -22,6 +24,8 @@ from proxy.destinations.config import ObjectArchiveDestinationConfig
 from proxy.destinations.object_archive import ObjectArchiveWriter
 from tests.doubles.marquez_double import MarquezDouble
 from tests.sample_events import run_event
+from tests.support.cli import run_cli
+from tests.support.kafka_reader import read_all_produced_so_far
 from tests.support.paths import REPO
 from tests.support.s3_server import (
     ACCESS_KEY,
@@ -124,24 +128,37 @@ async def test_replay_reads_the_bucket_in_event_time_order(s3, credentials, sche
     )
 
 
-async def test_replay_from_the_bucket_filters_by_namespace(s3, credentials):
+async def test_replay_command_sends_one_namespace_from_the_bucket_to_a_topic(
+    s3, credentials, broker, topic, tmp_path
+):
+    """``lineage-proxy replay --archive s3://… --namespace … --to-topic …`` as a user runs
+    it: the bucket reached with the settings of the configured object_archive consumer,
+    the kept events in Kafka (read back independently), in event-time order."""
     prefix = "replay-filter"
-    await _archive(s3, prefix)
-    async with MarquezDouble() as marquez:
-        config = _consumers(s3, prefix, marquez.url)
-        result = await replay(
-            config.consumers,
-            config.kafka,
-            f"s3://{BUCKET}/{prefix}",
-            "backfill",
-            ReplayFilter(namespace="team-b"),
-            progress_stream=None,
+    archived = await _archive(s3, prefix)
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "kafka": {"bootstrap_servers": broker.bootstrap_servers},
+                "consumers": {"archive": {"target": object_archive_target(s3, prefix)}},
+            }
         )
-    assert result.sent == 2
-    assert [e["eventTime"] for e in marquez.events] == [
-        "2026-11-20T23:59:59Z",
-        "2026-11-21T10:00:00Z",
+    )
+    code, _, err = await run_cli(
+        "replay", "--archive", f"s3://{BUCKET}/{prefix}", "--namespace", "team-b",
+        "--to-topic", topic, "--create-topic", "--config", str(config),
+    )  # fmt: skip
+    assert code == 0, err
+    kept = [e for e in archived if e["job"]["namespace"] == "team-b"]
+    landed = [
+        orjson.loads(r.value)
+        for r in await asyncio.to_thread(read_all_produced_so_far, broker.bootstrap_servers, topic)
     ]
+    assert sorted(orjson.dumps(e) for e in landed) == sorted(orjson.dumps(e) for e in kept)
+    assert [parse_time(e["eventTime"]) for e in landed] == sorted(
+        parse_time(e["eventTime"]) for e in kept
+    ), "one job, one key, one partition: in event-time order"
 
 
 # Both jobs in one process, as ``lineage-proxy spark compact`` then ``... graph`` would
