@@ -315,7 +315,7 @@ class EventPipeline:
         try:
             await self._deliver_route(route)
         except DeliveryError as exc:
-            log.warning("rejected event not stored: %s", exc)
+            self._failure_log.warning("rejected", "rejected event not stored: %s", exc)
 
     async def _deliver_route(self, route: Route[Destination]) -> bool:
         """Deliver one routed event (an invalid event's envelope to the rejected route)."""

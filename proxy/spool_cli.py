@@ -1,4 +1,5 @@
-"""``lineage-proxy spool list|drain``: see what the local Kafka spools hold, and forward it.
+"""``lineage-proxy spool list|drain|dead-letters``: see what the local Kafka spools hold,
+and forward it.
 
 A running proxy drains its own spool, and at start every spool left under its
 ``kafka.spool.directory`` (:mod:`proxy.destinations.spool_dirs`). These commands are for
@@ -7,6 +8,9 @@ names (the proxy logs it at start and leaves it), or a spool copied from another
 ``drain`` takes a spool directory over (the lock a running proxy holds), sends every
 record to Kafka with its topic, key and headers, in spool order, and deletes each segment
 once Kafka confirmed all of it — as the proxy's own drainer does, with the same code.
+``dead-letters`` shows the records Kafka refused for good, which the drain set aside in
+each spool's ``dead-letters.spool``: why, and (``--format json``) the events themselves,
+to fix and send again.
 
 Exit codes: 0 done (``drain``: every selected spool is empty); 1 something is left
 (a spool in use by a running proxy, one for an unknown cluster, Kafka not confirming
@@ -39,6 +43,7 @@ _EPILOG = """examples:
   lineage-proxy spool list --config config.yaml
   lineage-proxy spool drain --config config.yaml
   lineage-proxy spool drain var/spool/10.0.0.5_9092 --bootstrap-servers kafka-a:9092
+  lineage-proxy spool dead-letters --format json --config config.yaml
 """
 
 
@@ -76,7 +81,17 @@ def add_spool_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
     drain.add_argument(
         "--timeout", type=float, default=120.0, help="seconds to wait for Kafka (default 120)"
     )
-    for parser in (listing, drain):
+    dead = sub.add_parser(
+        "dead-letters",
+        help="the spooled records Kafka refused for good: spool, topic, key, size, why",
+        description="Records Kafka will never take (too large for the topic, invalid) are "
+        "set aside by the drain so it goes on. --format json prints each with its event, "
+        "one per line, to fix and POST again.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    dead.add_argument("--format", choices=("text", "json"), default="text")
+    for parser in (listing, drain, dead):
         parser.add_argument("--config", type=Path, help="config file (kafka settings)")
         parser.set_defaults(func=_cmd_spool)
 
@@ -86,6 +101,8 @@ def _cmd_spool(args: argparse.Namespace) -> int:
     setup_logging(config.logging.level, config.logging.json_format)
     if args.spool_command == "list":
         return _list(config, args.format)
+    if args.spool_command == "dead-letters":
+        return _dead_letters(config, args.format)
     return asyncio.run(_drain(config, args.directories, args.bootstrap_servers, args.timeout))
 
 
@@ -242,3 +259,35 @@ async def _drain_one(directory: Path, kafka: KafkaConfig, servers: str, wait_sec
             file=sys.stderr,
         )
     return left
+
+
+def _dead_letters(config: ProxyConfig, output: str) -> int:
+    from proxy.destinations.kafka_spool import spool_roots
+    from proxy.destinations.spool import REFUSED_HEADER, read_dead_letters
+    from proxy.destinations.spool_dirs import dead_letter_files
+
+    roots = spool_roots(config.kafka.spool.directory)
+    count = 0
+    for path in dead_letter_files((roots.own, *roots.orphans)):
+        for record in read_dead_letters(path):
+            count += 1
+            reason = dict(record.headers).get(REFUSED_HEADER, b"").decode("utf-8", "replace")
+            entry = {
+                "spool": str(path.parent),
+                "topic": record.topic,
+                "key": record.key,
+                "bytes": len(record.value),
+                "reason": reason,
+                "spooled_at": _iso(record.spooled_at),
+            }
+            if output == "json":
+                event = orjson.loads(record.value)
+                print(orjson.dumps({**entry, "event": event}).decode())
+            else:
+                print(
+                    f"{entry['spool']}: {entry['topic']} key {entry['key']}, "
+                    f"{entry['bytes']} bytes, spooled {entry['spooled_at']} — {reason}"
+                )
+    if count == 0 and output == "text":
+        print(f"no dead letters under {config.kafka.spool.directory}", file=sys.stderr)
+    return EXIT_OK

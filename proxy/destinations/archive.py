@@ -72,6 +72,7 @@ from proxy.destinations.archive_layout import (
 from proxy.destinations.base import DeliveryError, Destination
 from proxy.destinations.config import ArchiveDestinationConfig
 from proxy.destinations.disk_writes import disk_accepts, fsync_directory, write_all
+from proxy.throttled_log import ThrottledLog
 
 __all__ = [
     "DEFAULT_PARTITION",
@@ -169,6 +170,9 @@ class ArchiveWriter:
         self.write_timeout_seconds = write_timeout_seconds
         self.file_prefix = file_prefix
         self._clock = clock
+        # A full or failing disk fails every commit: one line per kind of failure at most
+        # every few seconds, not one per commit (perhaps onto that same disk).
+        self._failure_log = ThrottledLog(log)
         self._open: dict[str, _OpenFile] = {}
         # In-progress files closed after a failure, to finalise once the disk allows, with
         # their fsynced length when known (else they are cut after their last whole line).
@@ -352,7 +356,13 @@ class ArchiveWriter:
             try:
                 self._append(partition, b"".join(lines), now)
             except Exception as exc:
-                log.error("archive %s/%s: write failed: %s", self.directory, partition, exc)
+                self._failure_log.error(
+                    f"write:{type(exc).__name__}:{getattr(exc, 'errno', None)}",
+                    "archive %s/%s: write failed: %s",
+                    self.directory,
+                    partition,
+                    exc,
+                )
                 failures[partition] = exc
         for partition in [p for p, f in self._open.items() if self._due(f, now)]:
             self._finish(partition)

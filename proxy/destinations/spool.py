@@ -62,6 +62,7 @@ __all__ = [
     "decode_records",
     "encode_record",
     "holds_segments",
+    "read_dead_letters",
 ]
 
 log = logging.getLogger(__name__)
@@ -125,6 +126,11 @@ def encode_record(
     lengths = struct.pack(">II", len(meta), len(value))
     crc = zlib.crc32(value, zlib.crc32(meta, zlib.crc32(lengths)))
     return struct.pack(">I", crc) + lengths + meta + value
+
+
+def read_dead_letters(path: Path) -> list[SpooledRecord]:
+    """The records of a dead-letter file (:data:`DEAD_LETTER_FILE`), oldest first."""
+    return decode_records(path.read_bytes(), 0)[0]
 
 
 def decode_records(data: bytes, segment: int) -> tuple[list[SpooledRecord], int]:
@@ -476,7 +482,7 @@ class Spool:
             # New segments are numbered after the drained ones (the cursor names them).
             self._cursor = (drained_to[0], 0)
         dead_path = self.directory / DEAD_LETTER_FILE
-        dead = len(decode_records(dead_path.read_bytes(), 0)[0]) if dead_path.exists() else 0
+        dead = len(read_dead_letters(dead_path)) if dead_path.exists() else 0
         return keys, oldest, dead
 
     def _read_cursor(self) -> tuple[int, int] | None:

@@ -25,13 +25,18 @@ from pathlib import Path
 
 import orjson
 
-from proxy.destinations.spool import decode_records, holds_segments
+from proxy.destinations.spool import (
+    DEAD_LETTER_FILE,
+    decode_records,
+    holds_segments,
+)
 
 __all__ = [
     "DEFAULT_CLUSTER_DIR",
     "SpoolContents",
     "address_dir_name",
     "cluster_for",
+    "dead_letter_files",
     "record_cluster",
     "recorded_cluster",
     "spool_contents",
@@ -97,6 +102,18 @@ def cluster_for(directory: Path, configured_servers: str, clusters: Iterable[str
         return recorded if recorded in known else None
     by_name = {address_dir_name(servers): servers for servers in known}
     return by_name.get(directory.name, configured_servers)
+
+
+def dead_letter_files(roots: Iterable[Path]) -> list[Path]:
+    """Every spool's dead-letter file directly under ``roots`` (a spool may hold dead
+    letters and no segment at all)."""
+    return [
+        path
+        for root in roots
+        if root.is_dir()
+        for path in sorted(root.glob(f"*/{DEAD_LETTER_FILE}"))
+        if not _WORKER_DIR.fullmatch(path.parent.name)
+    ]
 
 
 def spool_directories(roots: Iterable[Path]) -> list[Path]:

@@ -9,12 +9,15 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import orjson
 import pytest
+import yaml
 
 from proxy.destinations.config import producer_settings
 from proxy.destinations.kafka_producer import KafkaProducer
 from proxy.destinations.kafka_spool import KafkaSpool, SpoolMetrics
 from proxy.destinations.spool import DEAD_LETTER_FILE, REFUSED_HEADER, Spool, decode_records
+from tests.support.cli import run_cli
 from tests.support.kafka_reader import read_all_produced_so_far
 from tests.support.waiting import eventually
 
@@ -62,3 +65,26 @@ async def test_a_record_kafka_refuses_for_good_is_set_aside_and_later_ones_arriv
     await again.open()
     assert again.dead_letters == 1 and again.events == 0
     await again.close()
+
+    # What the operator runs (docs/runbooks.md#lineageproxyspooldeadlettered).
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "kafka": {
+                    "bootstrap_servers": broker.bootstrap_servers,
+                    "spool": {"directory": str(tmp_path / "spool")},
+                }
+            }
+        )
+    )
+    code, out, err = await run_cli(
+        "spool", "dead-letters", "--format", "json", "--config", str(config)
+    )
+    assert code == 0, err
+    [listed] = [orjson.loads(line) for line in out.splitlines()]
+    assert listed["spool"] == str(directory) and listed["topic"] == topic
+    assert listed["key"] == "run:a/b" and "too large" in listed["reason"].lower()
+    assert listed["event"] == {"n": "x" * 1_200_000}  # the event itself, to fix and resend
+    code, out, _ = await run_cli("spool", "dead-letters", "--config", str(config))
+    assert code == 0 and out.count("\n") == 1 and "run:a/b" in out

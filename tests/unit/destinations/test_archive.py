@@ -314,6 +314,24 @@ async def test_one_partition_failing_in_a_group_commit_fails_only_its_own_events
     assert run_ids_in(tmp_path) == sorted(e["run"]["runId"] for e in good)
 
 
+async def test_a_partition_that_keeps_failing_is_logged_once_not_once_per_commit(
+    tmp_path: Path, caplog
+):
+    blocked = tmp_path / "dt=2026-11-23" / "namespace=blocked"
+    blocked.parent.mkdir()
+    blocked.write_bytes(b"")
+    writer = ArchiveWriter(tmp_path)
+    await writer.start()
+    for _ in range(30):  # thirty commits, each failing the same way
+        bad = at(run_event(namespace="blocked"), "2026-11-23T10:00:00Z")
+        with pytest.raises(DeliveryError):
+            await writer.write(bad, payload(bad))
+    await writer.close()
+    said = [r for r in caplog.records if "write failed" in r.getMessage()]
+    assert len(said) == 1, [r.getMessage() for r in said]
+    assert "namespace=blocked" in said[0].getMessage()
+
+
 async def _full_disk_then_freed(
     directory: Path, make_full: Callable[[], None], make_free: Callable[[], None]
 ) -> None:
