@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from consumers.config import ConsumerConfig
+from consumers.daemon import ConsumerDaemon
 from consumers.metrics import ConsumerMetrics
 from proxy.auth import Principal
 from proxy.tap.hub import TapFilter, TapHub
@@ -106,6 +108,29 @@ def test_a_consumer_that_lost_its_partitions_says_so_and_shows_no_lag():
     archive.kafka_unreachable.set(1)
     reading = read_registry(registry)
     assert _consumers(reading, reading, 1.0)[0]["state"] == "kafka unreachable"
+
+
+def test_a_consumer_whose_partitions_are_lost_shows_it_on_the_status_page() -> None:
+    """The daemon's own rebalance callbacks (as librdkafka calls them when the group drops
+    a member, e.g. with Kafka frozen) drive what the page says, not a gauge set by hand."""
+    config = ConsumerConfig.model_validate(
+        {"target": {"kind": "http", "url": "http://127.0.0.1:9/x"}}
+    )
+    daemon = ConsumerDaemon("archive", config, bootstrap_servers="127.0.0.1:9", default_topic="e")
+    registry = CollectorRegistry()
+    registry.register(daemon.metrics.registry)
+    daemon.assigned([("e", 0), ("e", 1)])
+    reading = read_registry(registry)
+    [shown] = _consumers(reading, reading, 1.0)
+    assert (shown["state"], shown["assigned_partitions"]) == ("consuming", 2)
+    daemon.lost([("e", 0), ("e", 1)])
+    reading = read_registry(registry)
+    [shown] = _consumers(reading, reading, 1.0)
+    assert (shown["state"], shown["lag"], shown["assigned_partitions"]) == (
+        "no partitions",
+        None,
+        0,
+    )
 
 
 def test_rejection_ring_keeps_the_newest_and_no_payload():
