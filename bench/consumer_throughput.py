@@ -6,7 +6,7 @@ stdout; progress goes to stderr. N keyed events (the rich reference RunEvent, 64
 produced once to a 6-partition topic on an embedded broker; each scenario then reads all
 of them from the start and delivers them to the ``parse`` reference server (bare aiohttp:
 parse JSON, answer 200), run as its own process. Figures that matter are ratios to
-references measured in the same run (DESIGN.md §7):
+references measured in the same run (absolute figures on a shared machine drift):
 
 - ``raw_consume``: a bare librdkafka consumer reading the N messages and doing nothing —
   the Kafka read ceiling;

@@ -2,7 +2,7 @@
 
 Run: ``scripts/bench.sh`` (or ``.venv/bin/python bench/http_ingest.py``). Prints one JSON
 document on stdout; progress goes to stderr. Every figure that matters is a ratio to a
-reference measured in the same run on the same machine (DESIGN.md §7), because absolute
+reference measured in the same run on the same machine, because absolute
 numbers on a shared 2-core machine are noise:
 
 - ``parse_200``: bare aiohttp, parse JSON, answer 200 — the ceiling.
@@ -461,7 +461,7 @@ def ingest_scenario(
     bootstrap: str,
     args: argparse.Namespace,
 ) -> dict[str, Any]:
-    """The proxy beside its three references (DESIGN.md §7) on the same load."""
+    """The proxy beside its three references (``reference_servers.py``) on the same load."""
     port = int(proxy_env["LINEAGE_PROXY__SERVER__PORT"])
     ref = [sys.executable, str(REPO / "bench" / "reference_servers.py")]
     servers = {

@@ -1,10 +1,10 @@
-"""Reference servers the proxy is measured against (DESIGN.md §7), run as processes.
+"""Reference servers the proxy is measured against in the same run, run as processes.
 
 ``parse``: a bare aiohttp handler that parses the JSON body with orjson and answers 200 —
 the ceiling for a Python HTTP front end. ``forward``: the old Java proxy's behaviour —
 parse, hand the body to a Kafka producer without waiting for the delivery report, answer
 200. Neither validates; neither promises durability. ``durable``: the durable forwarder
-(DESIGN.md §7) — parse, produce every event with acks=all + idempotence, answer 200 once
+— parse, produce every event with acks=all + idempotence, answer 200 once
 the request's delivery reports are all in (one future per request, reports handed to the
 loop once per poll); it validates nothing. It shows what waiting for Kafka costs by itself.
 """

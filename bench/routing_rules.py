@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/routing_rules.py [--events 2000] [--rounds 7]
 
-Prints one JSON document. Every figure is a ratio taken in the same run (DESIGN.md §7):
+Prints one JSON document. Every figure is a ratio taken in the same run (absolute figures drift):
 ``ratio`` = events/s with 100 rules ÷ events/s with 1 rule (the issue asks ≥ 0.9).
 
 Scenarios, each over the same event set (2.5 KB RunEvents spread over 100 namespaces):

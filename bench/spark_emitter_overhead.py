@@ -19,7 +19,8 @@ JVM), the driver's Python peak RSS and the JVM's peak RSS; for ``on`` also the e
 and how long after the last action the send queue was empty (for ``jar``: the listener
 bus, from whose thread the jar sends). The figures that matter are ``overhead_ratio`` =
 median ``on`` / median ``off``, ``jar_overhead_ratio`` = median ``jar`` / median ``off``
-and ``emitter_vs_jar`` = median ``on`` / median ``jar`` (DESIGN.md §7: ratios in one run).
+and ``emitter_vs_jar`` = median ``on`` / median ``jar``, all measured in the same run
+(absolute times on a shared machine drift).
 """
 
 from __future__ import annotations

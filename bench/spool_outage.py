@@ -2,7 +2,8 @@
 
 Run: ``.venv/bin/python bench/spool_outage.py`` (needs ``wrk``). Prints one JSON document.
 Three phases in one run, single events from ``--connections`` wrk clients, each for
-``--seconds``; the figures to compare are the ratios to ``direct`` (DESIGN.md §7):
+``--seconds``; the figures to compare are the ratios to ``direct``, measured in the same
+run (absolute figures on a shared machine drift):
 
 - ``direct``: broker up, every 2xx after Kafka's delivery report (acks=all).
 - ``spooling``: no broker; every 2xx after the event is fsynced to the local spool.

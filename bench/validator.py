@@ -3,7 +3,8 @@
     .venv/bin/python bench/validator.py
 
 Prints JSON: event size, µs/event for orjson parse alone and for validate(), and the
-ratio of the two (DESIGN.md §7 asks for ratios; absolute figures on shared machines drift).
+ratio of the two (benchmarks report ratios measured in the same run; absolute figures on
+shared machines drift).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Token scopes per event kind: job namespaces for runs and jobs, dataset namespaces for
-DatasetEvents (README, Configuration → Auth)."""
+DatasetEvents (docs/guide/configuration.md)."""
 
 from __future__ import annotations
 

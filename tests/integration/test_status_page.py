@@ -1,5 +1,5 @@
 """The status page and its JSON against a real proxy with traffic, and the page in a real
-headless Chromium (README "Status page")."""
+headless Chromium (docs/operate/status-page.md)."""
 
 from __future__ import annotations
 

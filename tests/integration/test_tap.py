@@ -1,5 +1,5 @@
 """``lineage-proxy tap`` against a real proxy: what it shows, to whom, and that a reader
-who reads nothing never slows ingest (README "Watching events: tap")."""
+who reads nothing never slows ingest (docs/operate/tap.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The tap between workers over their real private Unix sockets, in one process: two
-workers' hubs, channels and relays (README "Watching a running proxy")."""
+workers' hubs, channels and relays (docs/operate/tap.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """``serve --workers 2``: the status page and the tap answer for the whole proxy, whichever
-worker takes the request (README "Scaling", "Watching a running proxy")."""
+worker takes the request (docs/operate/scaling.md,
+docs/operate/status-page.md, docs/operate/tap.md)."""
 
 from __future__ import annotations
 
