@@ -38,7 +38,7 @@ _YIELD_EVERY = 64
 
 
 # Said with a 2xx when Kafka could not confirm in time and the event waits, fsynced, in
-# the proxy's local spool (README "What a 2xx means").
+# the proxy's local spool (docs/guide/durability.md).
 _SPOOLED = {"X-Lineage-Spooled": "true"}
 
 

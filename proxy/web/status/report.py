@@ -1,4 +1,4 @@
-"""The JSON the status page polls (``GET /api/v1/status``; shape in README "Status page").
+"""The JSON the status page polls (``GET /api/v1/status``; shape in docs/operate/status-page.md).
 
 Built from every worker's :class:`~proxy.web.status.parts.WorkerPart` (one with a single
 process): registry readings (:mod:`.rates`) summed, destination health
