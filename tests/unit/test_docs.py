@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 import yaml
 from openlineage.client.transport import get_default_factory
@@ -71,8 +72,9 @@ def _of(language: str, title: str | None = None) -> list[Snippet]:
 
 def test_the_docs_have_snippets_of_every_checked_kind():
     # Guards the finder itself: a fence pattern that matched nothing would pass every test.
-    for title in ("config.yaml", "rules.yaml", "openlineage.yml"):
+    for title in ("config.yaml", "rules.yaml", "openlineage.yml", "my-values.yaml"):
         assert _of("yaml", title), title
+    assert _TARGET_FRAGMENTS
     assert _cli_lines()
 
 
@@ -87,6 +89,36 @@ def test_config_snippets_load_as_config_yaml(
     path = tmp_path / "config.yaml"
     path.write_text(snippet.body)
     load_config(path, environ={})  # raises ConfigError (file:line: reason) when wrong
+
+
+_TARGET_FRAGMENTS = [
+    s for s in _of("yaml") if s.title is None and set(yaml.safe_load(s.body) or ()) == {"target"}
+]
+
+
+@pytest.mark.parametrize("snippet", _TARGET_FRAGMENTS, ids=str)
+def test_consumer_target_fragments_load_as_a_consumer(
+    snippet: Snippet, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A page that shows only a consumer's ``target:`` (one per store or server) shows one
+    the config accepts."""
+    for variable in re.findall(r"_env: *([A-Z][A-Z0-9_]*)", snippet.body):
+        monkeypatch.setenv(variable, "set-by-the-operator")
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump({"consumers": {"shown": yaml.safe_load(snippet.body)}}))
+    load_config(path, environ={})
+
+
+@pytest.mark.parametrize("snippet", _of("yaml", "my-values.yaml"), ids=str)
+def test_helm_values_snippets_pass_the_charts_schema_and_their_config_loads(
+    snippet: Snippet, tmp_path: Path
+):
+    values = yaml.safe_load(snippet.body)
+    schema = (REPO / "deploy" / "helm" / "lineage-proxy" / "values.schema.json").read_text()
+    jsonschema.validate(values, yaml.safe_load(schema))
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(values["config"]))
+    load_config(path, environ={})
 
 
 @pytest.mark.parametrize("snippet", _of("yaml", "rules.yaml"), ids=str)
