@@ -372,30 +372,12 @@ def verify_and_clear(client: Any, workload: Workload, prefix: str) -> int:
     return len(expected)
 
 
-def warm_server(client: Any, workload: Workload) -> None:
-    """The same calls once through a JVM fresh from its start, so that the first library
-    of the first round does not pay for the server's warm-up."""
-    prefix = "warmup"
-    for key in workload.small_keys(prefix)[:64]:
-        client.put_object(Bucket=BUCKET, Key=key, Body=workload.small_body)
-    for key in workload.multipart_keys(prefix)[:2]:
-        upload_id = client.create_multipart_upload(Bucket=BUCKET, Key=key)["UploadId"]
-        parts = []
-        for number in range(1, workload.parts + 1):
-            part = client.upload_part(
-                Bucket=BUCKET,
-                Key=key,
-                UploadId=upload_id,
-                PartNumber=number,
-                Body=workload.part_body,
-            )
-            parts.append({"PartNumber": number, "ETag": part["ETag"]})
-        client.complete_multipart_upload(
-            Bucket=BUCKET, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts}
-        )
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix):
-        for item in page.get("Contents", []):
-            client.delete_object(Bucket=BUCKET, Key=item["Key"])
+def warm_server(endpoint: str, client: Any, workload: Workload) -> None:
+    """The same calls once through a JVM fresh from its start (boto3's run, in this
+    process, then cleared), so that the first library of the first round does not pay
+    for the server's warm-up."""
+    asyncio.run(with_boto3(endpoint, workload, "warmup"))
+    verify_and_clear(client, workload, "warmup")
 
 
 def run_worker(library: str, endpoint: str, prefix: str, args: argparse.Namespace) -> dict:
@@ -542,7 +524,7 @@ def main() -> int:
             )
             client.create_bucket(Bucket=BUCKET)
             log("bench: warming S3Proxy up ...")
-            warm_server(client, workload)
+            warm_server(server.endpoint, client, workload)
             for number in range(args.rounds):
                 shift = number % len(libraries)
                 order = libraries[shift:] + libraries[:shift]
