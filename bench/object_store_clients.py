@@ -154,6 +154,16 @@ class Workload:
         return sizes
 
 
+def connection(endpoint: str) -> dict[str, Any]:
+    """Where and as whom every library connects: S3Proxy's address and the test keys."""
+    return {
+        "endpoint_url": endpoint,
+        "region_name": REGION,
+        "aws_access_key_id": ACCESS_KEY,
+        "aws_secret_access_key": SECRET_KEY,
+    }
+
+
 def client_settings() -> dict[str, Any]:
     """botocore Config arguments: the writer's (proxy/destinations/object_archive.py)."""
     return {
@@ -257,10 +267,7 @@ async def with_boto3(endpoint: str, workload: Workload, prefix: str) -> dict[str
     )
     client = boto3.client(
         "s3",
-        endpoint_url=endpoint,
-        region_name=REGION,
-        aws_access_key_id=ACCESS_KEY,
-        aws_secret_access_key=SECRET_KEY,
+        **connection(endpoint),
         config=Config(**client_settings()),
     )
 
@@ -283,10 +290,7 @@ async def with_aiobotocore(endpoint: str, workload: Workload, prefix: str) -> di
 
     async with get_session().create_client(
         "s3",
-        endpoint_url=endpoint,
-        region_name=REGION,
-        aws_access_key_id=ACCESS_KEY,
-        aws_secret_access_key=SECRET_KEY,
+        **connection(endpoint),
         config=AioConfig(**client_settings()),
     ) as client:
 
@@ -516,10 +520,7 @@ def main() -> int:
         try:
             client = boto3.client(
                 "s3",
-                endpoint_url=server.endpoint,
-                region_name=REGION,
-                aws_access_key_id=ACCESS_KEY,
-                aws_secret_access_key=SECRET_KEY,
+                **connection(server.endpoint),
                 config=Config(**client_settings()),
             )
             client.create_bucket(Bucket=BUCKET)
