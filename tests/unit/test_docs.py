@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import json
 import re
 import shlex
 from collections.abc import Iterator
@@ -25,6 +26,7 @@ from openlineage.client.transport import get_default_factory
 from proxy.cli import build_parser
 from proxy.config import load_config
 from routing_rules.loader import load_rules_file
+from tests.support.cli import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 PAGES = [*sorted((REPO / "docs").rglob("*.md")), REPO / "README.md"]
@@ -72,7 +74,13 @@ def _of(language: str, title: str | None = None) -> list[Snippet]:
 
 def test_the_docs_have_snippets_of_every_checked_kind():
     # Guards the finder itself: a fence pattern that matched nothing would pass every test.
-    for title in ("config.yaml", "rules.yaml", "openlineage.yml", "my-values.yaml"):
+    for title in (
+        "config.yaml",
+        "rules.yaml",
+        "openlineage.yml",
+        "my-values.yaml",
+        "per-team-topics.cases.yaml",
+    ):
         assert _of("yaml", title), title
     assert _TARGET_FRAGMENTS
     assert _cli_lines()
@@ -119,6 +127,29 @@ def test_helm_values_snippets_pass_the_charts_schema_and_their_config_loads(
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(values["config"]))
     load_config(path, environ={})
+
+
+@pytest.mark.parametrize("snippet", _of("yaml", "per-team-topics.cases.yaml"), ids=str)
+async def test_rules_cases_snippets_pass_rules_test_against_the_example_rules(
+    snippet: Snippet, tmp_path: Path
+):
+    """The cases a page shows pass ``rules test --cases`` against the example rules file
+    they are written for; an event named by file is the example's first inline event."""
+    examples = REPO / "routing_rules" / "examples"
+    shown = yaml.safe_load(snippet.body)["cases"]
+    inline = yaml.safe_load((examples / "per-team-topics.cases.yaml").read_text())
+    for case in shown:
+        if isinstance(case["event"], str):
+            event_file = tmp_path / case["event"]
+            event_file.parent.mkdir(parents=True, exist_ok=True)
+            event_file.write_text(json.dumps(inline["cases"][0]["event"]))
+    cases = tmp_path / "cases.yaml"
+    cases.write_text(snippet.body)
+    code, out, err = await run_cli(
+        "rules", "test", str(examples / "per-team-topics.yaml"), "--cases", str(cases)
+    )
+    assert code == 0, out + err
+    assert out.count("PASS ") == len(shown), out
 
 
 @pytest.mark.parametrize("snippet", _of("yaml", "rules.yaml"), ids=str)
