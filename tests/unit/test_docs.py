@@ -83,6 +83,7 @@ def test_the_docs_have_snippets_of_every_checked_kind():
     ):
         assert _of("yaml", title), title
     assert _TARGET_FRAGMENTS
+    assert len(_AIRFLOW) >= 2  # the variable and airflow.cfg
     assert _cli_lines()
 
 
@@ -163,13 +164,38 @@ def test_rules_snippets_pass_rules_check(snippet: Snippet, tmp_path: Path):
 def test_openlineage_yml_snippets_make_the_transport_they_show(snippet: Snippet):
     """openlineage-python builds the transport; every key is one its config knows (the
     client itself ignores unknown keys, so a typo would silently do nothing)."""
-    config = yaml.safe_load(snippet.body)["transport"]
+    _assert_client_makes(yaml.safe_load(snippet.body)["transport"], snippet)
+
+
+def _assert_client_makes(config: dict[str, Any], snippet: Snippet) -> None:
+    """openlineage-python builds the transport ``config`` describes, knowing every key."""
     transport = get_default_factory().create(config)
     for transport_config in [config, *config.get("transports", {}).values()]:
         made: Any = get_default_factory().create(transport_config)  # each kind has .config
         known = set(inspect.signature(type(made.config)).parameters) | {"type"}
         assert set(transport_config) <= known, f"{snippet}: unknown {set(transport_config) - known}"
     assert transport.kind == config["type"]
+    if config.get("auth", {}).get("type") == "api_key":  # a misspelt key sends no token
+        [token] = [v for k, v in config["auth"].items() if k != "type"]
+        bearer = transport.config.auth.get_bearer()  # type: ignore[attr-defined]
+        assert bearer == f"Bearer {token}", snippet
+
+
+# The Airflow provider hands this JSON to openlineage-python's transport factory.
+_AIRFLOW_TRANSPORT = re.compile(
+    r"^(?:export AIRFLOW__OPENLINEAGE__TRANSPORT='(?P<env>.*)'|transport = (?P<ini>\{.*\}))$", re.M
+)
+_AIRFLOW = [
+    (snippet, match["env"] or match["ini"])
+    for snippet in SNIPPETS
+    if snippet.language in ("bash", "ini")
+    for match in _AIRFLOW_TRANSPORT.finditer(snippet.body)
+]
+
+
+@pytest.mark.parametrize(("snippet", "transport"), _AIRFLOW, ids=lambda v: str(v)[:40])
+def test_airflow_transport_json_makes_the_transport_it_shows(snippet: Snippet, transport: str):
+    _assert_client_makes(json.loads(transport), snippet)
 
 
 @pytest.mark.parametrize("snippet", _of("yaml"), ids=str)
