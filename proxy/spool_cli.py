@@ -281,8 +281,11 @@ def _dead_letters(config: ProxyConfig, output: str) -> int:
                 "spooled_at": _iso(record.spooled_at),
             }
             if output == "json":
-                event = orjson.loads(record.value)
-                print(orjson.dumps({**entry, "event": event}).decode())
+                try:
+                    shown = {"event": orjson.loads(record.value)}
+                except orjson.JSONDecodeError:  # a record no proxy wrote: shown as text
+                    shown = {"value": record.value.decode("utf-8", "replace")}
+                print(orjson.dumps({**entry, **shown}).decode())
             else:
                 print(
                     f"{entry['spool']}: {entry['topic']} key {entry['key']}, "
