@@ -127,15 +127,16 @@ def marquez_view(base: str, events: Iterable[dict[str, Any]]) -> dict[str, Any]:
 
 def _tied_facets(events: Iterable[dict[str, Any]]) -> dict[str, dict[str, list[Any]]]:
     """Per dataset (``"namespace name"``), the facet names some event sent both as a
-    dataset facet and as an input/output facet, with every value sent under each name."""
+    dataset facet and as an input facet, with every value sent under each name. Output
+    facets are not folded into a dataset's facets (``DatasetDao`` takes the types
+    dataset, unknown and input), so they tie with nothing."""
     tied: dict[str, dict[str, list[Any]]] = {}
     for event in events:
-        for side, own in (("inputs", "inputFacets"), ("outputs", "outputFacets")):
-            for dataset in event.get(side) or []:
-                facets, side_facets = dataset.get("facets") or {}, dataset.get(own) or {}
-                for name in facets.keys() & side_facets.keys():
-                    values = tied.setdefault(f"{dataset['namespace']} {dataset['name']}", {})
-                    values.setdefault(name, []).extend([facets[name], side_facets[name]])
+        for dataset in event.get("inputs") or []:
+            facets, input_facets = dataset.get("facets") or {}, dataset.get("inputFacets") or {}
+            for name in facets.keys() & input_facets.keys():
+                values = tied.setdefault(f"{dataset['namespace']} {dataset['name']}", {})
+                values.setdefault(name, []).extend([facets[name], input_facets[name]])
     return tied
 
 
