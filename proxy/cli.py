@@ -78,7 +78,7 @@ def _with_server_option(config: ProxyConfig, key: str, value: str | int) -> Prox
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from proxy.embedded_broker import EmbeddedBrokerMissing
+    from proxy.embedded_broker import EmbeddedBrokerMissing, EmbeddedPortTaken
     from proxy.serve import CannotListen
     from proxy.workers import run_server
 
@@ -90,7 +90,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         config = _with_server_option(config, "workers", workers)
     try:
         return run_server(config)
-    except (CannotListen, EmbeddedBrokerMissing) as exc:
+    except (CannotListen, EmbeddedBrokerMissing, EmbeddedPortTaken) as exc:
         raise UsageError(str(exc)) from None
 
 

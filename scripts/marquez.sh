@@ -3,8 +3,9 @@
 #   scripts/marquez.sh fetch   into ${LINEAGE_PROXY_CACHE:-~/.cache/lineage-proxy}/marquez-0.50.0
 #   scripts/marquez.sh start   start it in the background; prints its URL when healthy
 #   scripts/marquez.sh stop    stop it (Marquez, then PostgreSQL) and remove its data
-# Maven Central as served to this project's machines has no marquez-api: then set
-# MARQUEZ_SOURCE to a Marquez checkout at tag 0.50.0 and `fetch` builds it from that.
+# Maven Central as served to this project's machines has no marquez-api: `fetch` then builds
+# it from Marquez's sources at tag 0.50.0 — a clone named by MARQUEZ_SOURCE, or the source
+# snapshot the project's machines keep beside the repository (MARQUEZ_SOURCE_ARCHIVE).
 # The logic is in tests/support/marquez.py, the one place the tests use too.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -130,6 +131,33 @@ def test_serve_embedded_starts_its_own_broker_and_the_default_consumer(tmp_path:
     # On SIGTERM the consumer finished its file: one line, the event as the proxy sent it.
     [written] = finished_files(consumed)
     assert [orjson.loads(line) for line in written.read_bytes().splitlines()] == [event]
+
+
+def test_serve_refuses_an_embedded_port_another_process_holds(tmp_path: Path):
+    """A second ``serve`` on the fixed embedded port used to attach to the other process's
+    broker (logging "Tansu on …" though its own never bound) and steal its archive
+    consumer's partitions. Now: exit 2, one line naming the port and what to do; nothing
+    is served. Seen failing with the port check removed (the proxy started)."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        taken = holder.getsockname()[1]
+        served = _cli(
+            "serve",
+            "--config",
+            "config.yaml",
+            "--port",
+            str(free_port()),
+            env={
+                "LINEAGE_PROXY__ROUTING__ARCHIVE_ROOT": str(tmp_path / "archive"),
+                "LINEAGE_PROXY__CONSUMERS__ARCHIVE__TARGET__DIRECTORY": str(tmp_path / "out"),
+                "LINEAGE_PROXY__KAFKA__EMBEDDED_PORT": str(taken),
+                "LINEAGE_PROXY__KAFKA__SPOOL__DIRECTORY": str(tmp_path / "spool"),
+            },
+        )
+    assert served.returncode == 2, served.stderr
+    [line] = served.stderr.strip().splitlines()
+    assert f"kafka.embedded_port {taken}" in line and "already in use" in line, line
 
 
 def test_other_commands_reach_the_broker_serve_embeds(tmp_path: Path):

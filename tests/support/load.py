@@ -36,6 +36,8 @@ class LoadResult:
     """What the clients saw: which runIds got a 2xx, every status, the slowest answer."""
 
     sent: int = 0
+    # Requests on the wire now: sent and not yet answered.
+    in_flight: int = 0
     acknowledged: list[str] = field(default_factory=list)
     statuses: Counter[int | str] = field(default_factory=Counter)
     slowest_seconds: float = 0.0
@@ -63,34 +65,45 @@ async def post_events(
     path: str = "/api/v1/lineage",
     pause_seconds: float = 0.0,
     into: LoadResult | None = None,
+    on_answer: Callable[[LoadResult], bool] | None = None,
 ) -> LoadResult:
     """POST each event once from ``concurrency`` clients; a connection error or timeout
     is recorded as a status string, never raised. ``pause_seconds`` spaces each client's
     requests, to stretch a load over a fault; ``into`` is filled as answers come, for a
-    test that acts on the load's progress (a kill after the n-th answer)."""
+    test that acts on the load's progress. ``on_answer`` is called after each answer is
+    recorded, on the clients' own loop, so a test acts at an exact point of the load (a
+    kill while requests are in flight, whatever the machine's speed); once it returns
+    True no client starts another request (``sent`` then counts those that were)."""
     queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     for event in events:
         queue.put_nowait(event)
     result = into if into is not None else LoadResult()
     result.sent = queue.qsize()
+    stopped = False
 
     async def client(session: ClientSession) -> None:
-        while not queue.empty():
+        nonlocal stopped
+        while not queue.empty() and not stopped:
             event = queue.get_nowait()
             started = time.monotonic()
             status: int | str
+            result.in_flight += 1
             try:
                 async with session.post(url + path, data=orjson.dumps(event)) as resp:
                     await resp.read()
                     status = resp.status
             except (ClientError, TimeoutError) as exc:
                 status = type(exc).__name__
+            finally:
+                result.in_flight -= 1
             finished = time.monotonic()
             result.slowest_seconds = max(result.slowest_seconds, finished - started)
             result.statuses[status] += 1
             result.answers.append((finished, status))
             if isinstance(status, int) and 200 <= status < 300:
                 result.acknowledged.append(event["run"]["runId"])
+            if on_answer is not None and not stopped and on_answer(result):
+                stopped = True
             if pause_seconds:
                 await asyncio.sleep(pause_seconds)
 
@@ -99,6 +112,7 @@ async def post_events(
         connector=connector, timeout=ClientTimeout(total=request_timeout)
     ) as session:
         await asyncio.gather(*(client(session) for _ in range(concurrency)))
+    result.sent -= queue.qsize()  # never started: the load was stopped
     return result
 
 

@@ -9,12 +9,23 @@ Obtaining it (:func:`ensure_marquez`), into ``$LINEAGE_PROXY_CACHE/marquez-0.50.
 1. Maven Central: ``io.github.marquezproject:marquez-api:0.50.0`` with its runtime
    dependencies (``mvn dependency:copy-dependencies``).
 2. When Central does not serve it — the case on this project's machines, where neither the
-   pom nor the jar of any ``marquez-api`` version is served — from a checkout of the
-   Marquez repository at tag ``0.50.0`` named by ``MARQUEZ_SOURCE``: compiled with Maven
-   against the same dependencies as its Gradle build declares (every one of them *is* on
-   Central), the jar and its dependencies laid out exactly as in 1.
+   pom nor the jar of any ``marquez-api`` version is served — from Marquez's own sources at
+   tag ``0.50.0``, compiled with Maven against the same dependencies as its Gradle build
+   declares (every one of them *is* on Central), the jar and its dependencies laid out
+   exactly as in 1. The sources are, first found:
 
-When neither works, :class:`MarquezUnavailable` says which step failed and how to fix it.
+   a. ``MARQUEZ_SOURCE``: a checkout of the Marquez repository at tag ``0.50.0`` (what a
+      user outside this repository's workplace uses);
+   b. a source snapshot, ``marquez-0.50.0-src.tar.gz`` (``api/src/main``,
+      ``clients/java/src/main``, ``lombok.config``, ``LICENSE`` and the tag's ``COMMIT``),
+      named by ``MARQUEZ_SOURCE_ARCHIVE`` or found in ``vendor/`` of the workplace folder
+      laid beside the repository. It is there because the project's machines and CI reach
+      Maven Central but not Marquez's repository, and a fresh machine has no checkout: the
+      snapshot is unpacked into the cache and built as in a.
+
+The ``ready`` file records what the classpath came from (Central, or the source and its
+commit). When nothing works, :class:`MarquezUnavailable` says which step failed and how to
+fix it.
 
 Running it: PostgreSQL from Debian's ``postgresql`` package (``initdb``/``pg_ctl``) in a
 directory of its own on a free loopback port — as the unprivileged ``nobody`` when we are
@@ -34,6 +45,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from collections.abc import Iterator
@@ -42,7 +54,7 @@ from pathlib import Path
 import requests
 import yaml
 
-from tests.support.paths import CACHE
+from tests.support.paths import CACHE, REPO
 from tests.support.ports import free_port
 
 __all__ = [
@@ -84,6 +96,10 @@ _SOURCE_BUILD_DEPENDENCIES = [
     "org.apache.httpcomponents:httpclient:4.5.14",
 ]
 _LOMBOK = ("org.projectlombok", "lombok", "1.18.34")
+# Marquez's sources at tag 0.50.0 as laid beside the repository for the project's machines
+# (which cannot reach Marquez's repository); MARQUEZ_SOURCE_ARCHIVE names another copy.
+_SNAPSHOT_NAME = f"marquez-{MARQUEZ_VERSION}-src.tar.gz"
+_SNAPSHOT = REPO.parent / "shared" / "vendor" / _SNAPSHOT_NAME
 # A cold JVM running Flyway's migrations on a loaded 2-core machine: a bound, not a target.
 START_TIMEOUT = 240.0
 # Debian installs the server binaries here; initdb/pg_ctl are not on PATH.
@@ -220,21 +236,60 @@ def ensure_marquez() -> Path:
     if (home / "ready").is_file():
         return lib
     partial = Path(tempfile.mkdtemp(prefix="lib.", dir=_made(home)))
-    with tempfile.TemporaryDirectory(prefix="mvn.", dir=home) as work:
-        refused = _fetch_from_central(partial, Path(work))
-        if refused is not None:
-            source = os.environ.get("MARQUEZ_SOURCE")
-            if not source:
-                shutil.rmtree(partial, ignore_errors=True)
-                raise MarquezUnavailable(
-                    f"Maven Central did not serve {COORDINATE}: {refused}. Set "
-                    "MARQUEZ_SOURCE to a Marquez checkout at tag 0.50.0 to build it instead"
-                )
-            _build_from_source(Path(source), partial, Path(work))
+    try:
+        with tempfile.TemporaryDirectory(prefix="mvn.", dir=home) as work:
+            origin = _obtain(partial, Path(work))
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
     shutil.rmtree(lib, ignore_errors=True)
     partial.rename(lib)  # atomic: another worker sees a whole lib or none
-    (home / "ready").write_text(COORDINATE + "\n")
+    (home / "ready").write_text(origin + "\n")
     return lib
+
+
+def _obtain(lib: Path, work: Path) -> str:
+    """Fill ``lib`` from the first source that works; returns what it came from."""
+    source = os.environ.get("MARQUEZ_SOURCE")
+    if source:
+        _build_from_source(Path(source), lib, work)
+        return f"built from MARQUEZ_SOURCE={source} ({_commit_of(Path(source))})"
+    refused = _fetch_from_central(lib, work)
+    if refused is None:
+        return f"{COORDINATE} from Maven Central"
+    snapshot = Path(os.environ.get("MARQUEZ_SOURCE_ARCHIVE") or _SNAPSHOT)
+    if not snapshot.is_file():
+        raise MarquezUnavailable(
+            f"Maven Central did not serve {COORDINATE} ({refused}) and there is no source "
+            f"snapshot at {snapshot}. Set MARQUEZ_SOURCE to a clone of the Marquez repository "
+            "at tag 0.50.0 to build it instead"
+        )
+    unpacked = _unpack(snapshot, work / "source")
+    _build_from_source(unpacked, lib, work)
+    return f"built from {snapshot} ({_commit_of(unpacked)})"
+
+
+def _unpack(snapshot: Path, into: Path) -> Path:
+    """``snapshot``'s one top folder, unpacked under ``into`` (no path leaves it)."""
+    try:
+        with tarfile.open(snapshot) as archive:
+            archive.extractall(into, filter="data")
+    except (OSError, tarfile.TarError) as error:
+        raise MarquezUnavailable(f"cannot unpack {snapshot}: {error}") from error
+    tops = [path for path in into.iterdir() if path.is_dir()]
+    if len(tops) != 1:
+        raise MarquezUnavailable(f"{snapshot} holds {len(tops)} top folders, expected one")
+    return tops[0]
+
+
+def _commit_of(source: Path) -> str:
+    """The Marquez commit a source tree is at: its ``COMMIT`` file, else git's HEAD."""
+    if (source / "COMMIT").is_file():
+        return "commit " + (source / "COMMIT").read_text().strip()
+    result = subprocess.run(
+        ["git", "-C", str(source), "rev-parse", "HEAD"], capture_output=True, text=True
+    )
+    return "commit " + result.stdout.strip() if result.returncode == 0 else "commit unknown"
 
 
 def _made(path: Path) -> Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import textwrap
 
 import pytest
@@ -87,9 +88,15 @@ def test_consume_usage_errors_exit_2(tmp_path, capsys, monkeypatch, argv, says):
 
 
 def test_consume_refuses_the_embedded_broker(tmp_path, capsys):
-    path = _write(tmp_path, GOOD.replace("127.0.0.1:9092", "embedded"))
-    assert main(["consume", "--all", "--config", str(path)]) == 2
-    assert "embedded" in capsys.readouterr().err
+    """No serve runs, so no embedded broker listens: exit 2 naming it. The port is bound and
+    not listening, so it is this test's alone and refuses connections whatever else runs
+    (the fixed default port made this test fail whenever something listened there)."""
+    with socket.socket() as reserved:
+        reserved.bind(("127.0.0.1", 0))
+        port = reserved.getsockname()[1]
+        text = GOOD.replace("127.0.0.1:9092", f"embedded\n  embedded_port: {port}")
+        assert main(["consume", "--all", "--config", str(_write(tmp_path, text))]) == 2
+    assert f"no embedded broker listens on 127.0.0.1:{port}" in capsys.readouterr().err
 
 
 def test_a_consumer_rejects_max_attempts_because_it_never_gives_up(tmp_path):
