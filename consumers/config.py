@@ -110,6 +110,15 @@ class ConsumerConfig(StrictModel):
     group_id: str | None = None
     # Deliveries in flight at once, across partitions and run keys (order holds per key).
     concurrency: Annotated[int, Field(ge=1)] = 16
+    # The order events reach the target in. "acknowledged": the order the proxy took them,
+    # across runs and partitions; events naming the same run, job, dataset or new
+    # namespace go one after another, the rest side by side (what Marquez needs: its graph
+    # follows arrival order). "run": in order within each run, runs side by side (the
+    # fastest). null: the target's default (marquez: acknowledged; the others: run).
+    ordering: Literal["acknowledged", "run"] | None = None
+    # With ordering acknowledged: how long an event waits for a partition with nothing
+    # newer before it goes anyway (the bound on how late an earlier event may come).
+    reorder_window_seconds: Annotated[float, Field(ge=0, le=60)] = 0.5
     # Events fetched and waiting for delivery, at most: fetching waits at the bound (and
     # pauses if it lasts), until half are taken.
     max_buffered: Annotated[int, Field(ge=2)] = 10_000
@@ -165,6 +174,13 @@ class ConsumerConfig(StrictModel):
             target = target.model_copy(update={"directory": base / target.directory})
             config = config.model_copy(update={"target": target})
         return config
+
+    def delivery_order(self) -> Literal["acknowledged", "run"]:
+        """``ordering``, or the target's default when it is null."""
+        if self.ordering is not None:
+            return self.ordering
+        sensitive = getattr(self.target, "order_sensitive", False)
+        return "acknowledged" if sensitive else "run"
 
     def destination(self) -> DestinationConfig:
         """The target as the one destination config union that

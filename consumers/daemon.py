@@ -11,7 +11,11 @@ smaller). A partition's stripe count is fixed while it is assigned, so a key nev
 to another lane.
 
 Each message ends exactly one way — delivered, skipped as a duplicate, or dead-lettered —
-and only then is its offset done. Only a message the target refuses (or that is not a
+and only then is its offset done. For a target whose result depends on arrival order
+(Marquez; ``ordering: acknowledged``) there are no lanes: one scheduler takes events in
+the order the proxy acknowledged them, merged across partitions, and starts each once no
+earlier event in flight names the same run, job, dataset or new namespace
+(:mod:`consumers.ordered`). Only a message the target refuses (or that is not a
 JSON object) is dead-lettered: a retriable failure blocks its lane, retried with capped
 backoff and paced by the circuit breaker, until the target takes the event. The
 committed offset of a partition is the lowest offset not yet done
@@ -39,6 +43,7 @@ from consumers.dedupe import DedupeCache, event_identity
 from consumers.kafka_source import KafkaSource, Partition, consumer_settings
 from consumers.metrics import ConsumerMetrics
 from consumers.offsets import OffsetTracker
+from consumers.ordered import ConflictGate, ReorderBuffer
 from consumers.poison import checked_event, parse_event
 from proxy.destinations.base import DeliveryError
 from proxy.destinations.config import KafkaConfig, SpoolConfig, producer_settings
@@ -141,6 +146,17 @@ class ConsumerDaemon:
         self._reads_event = True
         self._slots = asyncio.Semaphore(config.concurrency)
         self._lanes: dict[LaneKey, _Lane] = {}
+        # Acknowledgement order (ordering: acknowledged): the merge across partitions, what
+        # the deliveries in flight name, and those deliveries with their partitions.
+        self._reorder: ReorderBuffer | None = (
+            ReorderBuffer(config.reorder_window_seconds)
+            if config.delivery_order() == "acknowledged"
+            else None
+        )
+        self._gate = ConflictGate()
+        self._ordered: dict[asyncio.Task[None], Partition] = {}
+        self._scheduler: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
         self._trackers: dict[Partition, OffsetTracker] = {}
         self._stripes: dict[Partition, int] = {}  # batch mode: lanes per partition
         self._highs: dict[Partition, int] = {}
@@ -230,7 +246,13 @@ class ConsumerDaemon:
         self.source.stop_fetching()
         for lane in self._lanes.values():
             self._drop_queued(lane)
+        if self._reorder is not None:
+            self._release(self._reorder.drop_all())
         await self._finish([lane.task for lane in self._lanes.values() if lane.task is not None])
+        await self._finish(list(self._ordered))
+        if self._scheduler is not None:
+            self._scheduler.cancel()
+            await asyncio.gather(self._scheduler, return_exceptions=True)
         with contextlib.suppress(Exception):
             await self._commit()
         await self.source.close()
@@ -259,6 +281,9 @@ class ConsumerDaemon:
                 self._release((message,))
                 continue  # revoked meanwhile: its next owner reads it again
             tracker.add(message.offset() or 0)
+            if self._reorder is not None:
+                self._reorder.add(partition, message, time.monotonic())
+                continue
             key = message.key()
             lane_key = (
                 *partition,
@@ -268,10 +293,16 @@ class ConsumerDaemon:
             lane.queue.append(message)
             if lane.task is None:
                 lane.task = asyncio.create_task(self._drain(lane_key, lane))
+        if self._reorder is not None and not self._stopping:
+            self._wake.set()
+            if self._scheduler is None:
+                self._scheduler = asyncio.create_task(self._schedule_in_order())
 
     def assigned(self, partitions: list[Partition]) -> None:
         for partition in partitions:
             self._trackers[partition] = OffsetTracker()
+        if self._reorder is not None:
+            self._reorder.assign(partitions)
         share = -(-self.config.concurrency // max(1, len(self._trackers)))  # rounded up
         for partition in partitions:
             self._stripes.setdefault(partition, share)  # never changed under queued events
@@ -283,7 +314,10 @@ class ConsumerDaemon:
         lanes = [(k, lane) for k, lane in self._lanes.items() if (k[0], k[1]) in partitions]
         for _, lane in lanes:
             self._drop_queued(lane)
+        if self._reorder is not None:
+            self._release(self._reorder.drop(partitions))
         await self._finish([lane.task for _, lane in lanes if lane.task is not None])
+        await self._finish([task for task, p in self._ordered.items() if p in partitions])
         offsets = []
         for partition in partitions:
             tracker = self._trackers.pop(partition, None)
@@ -298,6 +332,8 @@ class ConsumerDaemon:
         for key, lane in list(self._lanes.items()):
             if (key[0], key[1]) in partitions:
                 self._drop_queued(lane)
+        if self._reorder is not None:
+            self._release(self._reorder.drop(partitions))
         for partition in partitions:
             self._trackers.pop(partition, None)
             self._stripes.pop(partition, None)
@@ -344,6 +380,43 @@ class ConsumerDaemon:
             lane.task = None
             if not lane.queue and self._lanes.get(key) is lane:
                 del self._lanes[key]
+
+    async def _schedule_in_order(self) -> None:
+        """Acknowledgement order: start the next event of the merged stream as soon as the
+        reorder buffer lets it go, a delivery slot is free and nothing in flight names
+        what it names; wait for a new record, a finished delivery or the window."""
+        reorder = self._reorder
+        assert reorder is not None
+        head: tuple[Message, frozenset[str]] | None = None  # the waiting event, parsed once
+        while True:
+            now = time.monotonic()
+            message = reorder.peek(now)
+            if message is not None and len(self._ordered) < self.config.concurrency:
+                if head is None or head[0] is not message:
+                    head = (message, self._gate.names(parse_event(message.value() or b"")))
+                names = head[1]
+                if self._gate.free(names):
+                    reorder.pop(message)
+                    self._release((message,))
+                    self._gate.take(names)
+                    partition = (message.topic() or "", message.partition() or 0)
+                    task = asyncio.create_task(self._deliver_in_order(message, names))
+                    self._ordered[task] = partition
+                    task.add_done_callback(self._ordered.pop)
+                    continue
+            self._wake.clear()
+            wait = reorder.wait_seconds(now) if message is None else None
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), wait)
+
+    async def _deliver_in_order(self, message: Message, names: frozenset[str]) -> None:
+        delivered = False
+        try:
+            await self._handle([message])
+            delivered = True
+        finally:
+            self._gate.release(names, delivered)
+            self._wake.set()
 
     async def _handle(self, messages: list[Message]) -> None:
         ready: list[tuple[Message, dict[str, Any]]] = []

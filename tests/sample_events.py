@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 PRODUCER = "https://github.com/lineage-proxy/tests"
@@ -13,6 +13,27 @@ FACETS = "https://openlineage.io/spec/facets"
 
 def now() -> str:
     return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+
+
+def one_run(
+    name: str, event_types: list[str], *, namespace: str = "team-a"
+) -> list[dict[str, Any]]:
+    """The events of one run (one runId, hence one Kafka key), each with an eventTime of
+    its own (a millisecond apart), to be sent one after another: tell them apart with
+    :func:`event_identity`."""
+    run_id = str(uuid.uuid4())
+    start = datetime.now(UTC)
+    events = []
+    for i, event_type in enumerate(event_types):
+        event = run_event(namespace=namespace, name=name, event_type=event_type, run_id=run_id)
+        event["eventTime"] = (start + timedelta(milliseconds=i)).isoformat().replace("+00:00", "Z")
+        events.append(event)
+    return events
+
+
+def event_identity(event: dict[str, Any]) -> str:
+    """One event among its run's: ``{runId}@{eventTime}``."""
+    return f"{event['run']['runId']}@{event['eventTime']}"
 
 
 def facet(facet_type: str, spec_version: str = "1-0-0", /, **fields: Any) -> dict[str, Any]:

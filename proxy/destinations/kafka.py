@@ -19,6 +19,7 @@ from proxy.destinations.kafka_client_logs import CHECK_CREDENTIALS, cluster_log
 from proxy.destinations.kafka_producer import KafkaProducer, refused_for_good
 from proxy.destinations.kafka_replicas import replication_shortfall
 from proxy.destinations.kafka_spool import KafkaSpool
+from proxy.destinations.order_stamp import ORDER_HEADER, next_stamp
 from proxy.destinations.spool import SpoolRefused
 from proxy.openlineage import event_key, event_kind, subject_name
 from proxy.openlineage.repaired import RepairedEvent
@@ -54,24 +55,25 @@ def event_headers(event: dict[str, Any]) -> list[tuple[str, bytes]]:
     return headers
 
 
+def _order_header() -> tuple[str, bytes]:
+    """The acknowledgement-order stamp of a record written now (see order_stamp)."""
+    return ORDER_HEADER, str(next_stamp()).encode()
+
+
 # Of a message's size limit, what is kept for the record framing (record batch and
 # record headers, varints); the key and the headers are counted as they are.
 RECORD_RESERVE_BYTES = 512
 # Per header: its varint lengths.
 _HEADER_FRAMING = 10
 # Fields of an event that its key and headers repeat (ol_namespace, ol_name, ol_producer,
-# run:{namespace}/{name} of the root or parent job): the one to shorten when only these
-# copies make a message too large.
+# job:/dataset:{namespace}/{name}; a run's key repeats only its runId, a UUID): the one to
+# shorten when only these copies make a message too large.
 _REPEATED_FIELDS = (
     ("job", "name"),
     ("job", "namespace"),
     ("dataset", "name"),
     ("dataset", "namespace"),
     ("producer",),
-    ("run", "facets", "parent", "job", "name"),
-    ("run", "facets", "parent", "job", "namespace"),
-    ("run", "facets", "parent", "root", "job", "name"),
-    ("run", "facets", "parent", "root", "job", "namespace"),
 )
 
 
@@ -169,7 +171,8 @@ class KafkaDestination(Destination):
         if limit is None or len(payload) <= limit // 8:
             return None
         key = self._key_for(event)
-        size = message_bytes(key, event_headers(event) + self._extra_headers, payload)
+        headers = [*event_headers(event), *self._extra_headers, _order_header()]
+        size = message_bytes(key, headers, payload)
         if size <= limit:
             return None
         if len(payload) > limit:
@@ -195,7 +198,11 @@ class KafkaDestination(Destination):
         """:meth:`deliver` for many events at once, in order, awaiting one future for all
         of them; per event: spooled (True), sent (False) or why it was not stored."""
         sends = [
-            (self._key_for(event), event_headers(event) + self._extra_headers, payload)
+            (
+                self._key_for(event),
+                [*event_headers(event), *self._extra_headers, _order_header()],
+                payload,
+            )
             for event, payload in items
         ]
         if self._spool is not None and any(self._must_spool(key) for key, _, _ in sends):

@@ -1,8 +1,16 @@
-"""The Kafka message key of an event, following the official clients' convention.
+"""The Kafka message key of an event: every event of one run under one key.
 
-Keying a run event by its *root* job keeps every event of one pipeline run (the
-application run and each of its child runs) in one partition, so consumers see them in
-order. Job and dataset events are keyed by what they describe.
+A run event is keyed by its own ``run.runId`` (``run:{runId}``), the one field that every
+event of a run carries whatever else it sends: keying by the parent or root job (the
+official clients' convention) split a run whenever its later events left the parent facet
+out (openlineage-python's COMPLETE without facets, any client that sends facets only on
+START), and the split halves went to two partitions and were delivered out of order. A
+run's events therefore stay in one partition, in the order they were acknowledged,
+across proxy restarts and replicas (the key needs no state). The order *between* runs —
+a parent and its children, a writer and its reader — is kept for the targets that need
+it by ordered delivery (consumers/ordered.py), not by the key.
+
+Job and dataset events are keyed by what they describe.
 """
 
 from __future__ import annotations
@@ -23,25 +31,18 @@ def qualified_name(holder: Any) -> str | None:
     return None
 
 
-def _run_key_job(event: dict[str, Any]) -> str | None:
-    """The job that names a run event's key: root parent job, else parent job, else own."""
-    facets = event.get("run", {}).get("facets") or {}
-    parent = facets.get("parent") if isinstance(facets, dict) else None
-    if isinstance(parent, dict):
-        root = parent.get("root")
-        if isinstance(root, dict) and (ref := qualified_name(root.get("job"))):
-            return ref
-        if ref := qualified_name(parent.get("job")):
-            return ref
-    return qualified_name(event.get("job"))
+def _run_id(event: dict[str, Any]) -> str | None:
+    run = event.get("run")
+    run_id = run.get("runId") if isinstance(run, dict) else None
+    return run_id if isinstance(run_id, str) and run_id else None
 
 
 def event_key(event: dict[str, Any]) -> str | None:
-    """``run:{ns}/{name}``, ``job:{ns}/{name}`` or ``dataset:{ns}/{name}``; None if unnamed."""
+    """``run:{runId}``, ``job:{ns}/{name}`` or ``dataset:{ns}/{name}``; None if unnamed."""
     kind = event_kind(event)
     if kind is EventKind.RUN:
-        ref = _run_key_job(event)
-        return f"run:{ref}" if ref else None
+        run_id = _run_id(event)
+        return f"run:{run_id}" if run_id else None
     if kind is EventKind.JOB:
         ref = qualified_name(event.get("job"))
         return f"job:{ref}" if ref else None

@@ -4,8 +4,9 @@ Knobs a test can turn: :meth:`TargetDouble.fail_next` answers the next N request
 given status (and ``Retry-After``), :meth:`fail_for` answers every request with a status
 for some seconds (an outage with a clock), :meth:`down` stops listening (connection
 refused) and :meth:`up` listens again on the same port, :meth:`hold_after` keeps requests
-waiting (unanswered, not stored) once N events are stored, until :meth:`release`, and
-``delay_seconds`` makes every answer that much slower (a busy target). Accepted events
+waiting (unanswered, not stored) once N events are stored, until :meth:`release`,
+``delay_seconds`` makes every answer that much slower (a busy target) and ``delay_of``
+slows the answer to some bodies only (a target slow on some writes). Accepted events
 land in ``.events`` in arrival order; every request's status lands in ``.answers`` and
 its time (monotonic) in ``.answer_times``. Used directly it is a plain HTTP receiver (any
 JSON object or array at ``path`` → 200), the generic target.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Self
 
@@ -48,6 +50,7 @@ class TargetDouble:
         self._released = asyncio.Event()
         self.held = 0  # requests waiting on the hold right now
         self.delay_seconds = 0.0
+        self.delay_of: Callable[[bytes], float] | None = None
         self._runner: web.AppRunner | None = None
         self._site: web.TCPSite | None = None
 
@@ -138,6 +141,8 @@ class TargetDouble:
                 self.held -= 1
         if self.delay_seconds:
             await asyncio.sleep(self.delay_seconds)
+        if self.delay_of is not None:
+            await asyncio.sleep(self.delay_of(await request.read()))
         if time.monotonic() < self._failing_until:
             response = web.Response(status=self._failing_status)
         elif self._failures:

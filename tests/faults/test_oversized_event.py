@@ -69,10 +69,10 @@ async def test_event_over_the_kafka_message_limit_gets_413_and_is_stored_nowhere
 async def test_key_and_headers_count_toward_the_limit_before_any_write_single_and_batch(
     start_proxy, broker, topic, tmp_path: Path
 ):
-    """A 600,000-character job name is repeated by the key (run:{namespace}/{name}) and
-    the ol_name header; a 520,000-character producer by ol_producer. The event alone is
-    under Kafka's limit, the message is not: 413 pointing at the field, nothing stored —
-    not in the archive either (issue 25, items 2 and 3)."""
+    """A 600,000-character job name is repeated by the ol_name header; a 520,000-character
+    producer by ol_producer. The event alone is under Kafka's limit, the message is not:
+    413 pointing at the field, nothing stored — not in the archive either (issue 25, items
+    2 and 3)."""
     long_name = run_event(name="n" * 600_000)
     long_producer = run_event()
     long_producer["producer"] = "https://example.com/" + "p" * 520_000

@@ -21,6 +21,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ import pytest
 from proxy.embedded_broker import EmbeddedBroker, free_port
 from tests.faults.figures import report
 from tests.faults.small_disk import fill, small_tmpfs
-from tests.sample_events import run_event
+from tests.sample_events import event_identity, one_run, run_event
 from tests.support.kafka_reader import read_all_produced_so_far
 from tests.support.load import LoadResult, compare, post_events
 from tests.support.paths import fresh_spool_directory
@@ -45,26 +46,39 @@ WRITE_TIMEOUT = 2.0
 
 
 class _Chains:
-    """``CHAINS`` clients, one job (message key) each, every client posting in order."""
+    """``CHAINS`` clients, one run (message key) each, every client posting in order;
+    events are told apart by :func:`event_identity` (one runId per chain)."""
 
     def __init__(self) -> None:
         self.acknowledged: dict[str, list[str]] = defaultdict(list)
         self.loads: list[LoadResult] = []
+        self._runs = [one_run(f"job-{i}", ["RUNNING"])[0] for i in range(CHAINS)]
+        self._posted = 0
+
+    def _events(self, chain: int, count: int) -> list[dict[str, Any]]:
+        first = self._runs[chain]
+        start = datetime.fromisoformat(first["eventTime"])
+        return [
+            {**first, "eventTime": (start + timedelta(milliseconds=n)).isoformat()}
+            for n in range(self._posted, self._posted + count)
+        ]
 
     async def post(self, url: str, per_chain: int, pause: float = 0.0) -> list[LoadResult]:
         loads = await asyncio.gather(
             *(
                 post_events(
                     url,
-                    [run_event(name=f"job-{i}", event_type="RUNNING") for _ in range(per_chain)],
+                    self._events(i, per_chain),
                     concurrency=1,
                     pause_seconds=pause,
+                    identify=event_identity,
                 )
                 for i in range(CHAINS)
             )
         )
-        for i, load in enumerate(loads):
-            self.acknowledged[f"run:team-a/job-{i}"] += load.acknowledged
+        self._posted += per_chain
+        for run, load in zip(self._runs, loads, strict=True):
+            self.acknowledged[f"run:{run['run']['runId']}"] += load.acknowledged
         self.loads += loads
         return list(loads)
 
@@ -74,10 +88,10 @@ class _Chains:
         found: Counter[str] = Counter()
         in_kafka: dict[str, list[str]] = defaultdict(list)
         for record in records:
-            run_id = orjson.loads(record.value)["run"]["runId"]
-            found[run_id] += 1
-            if found[run_id] == 1:
-                in_kafka[record.key or ""].append(run_id)
+            identity = event_identity(orjson.loads(record.value))
+            found[identity] += 1
+            if found[identity] == 1:
+                in_kafka[record.key or ""].append(identity)
         out_of_order = 0
         for key, acked in self.acknowledged.items():
             wanted = set(acked)

@@ -20,10 +20,11 @@ import requests
 from aiohttp import ClientSession
 
 from proxy.destinations.kafka import event_headers
+from proxy.destinations.order_stamp import ORDER_HEADER
 from proxy.embedded_broker import EmbeddedBroker
 from proxy.openlineage import event_key
 from tests.faults.figures import report
-from tests.sample_events import run_event
+from tests.sample_events import event_identity, one_run, run_event
 from tests.support.brokers import kill, running_broker
 from tests.support.kafka_reader import read_all_produced_so_far
 from tests.support.load import LoadResult, compare, kafka_run_ids, post_events
@@ -45,14 +46,18 @@ def _spool(**values: Any) -> dict[str, Any]:
 
 
 def _chain(job: str, count: int) -> list[dict[str, Any]]:
-    """``count`` events of one job (one message key), to be sent one after another."""
-    types = ["START", *["RUNNING"] * (count - 2), "COMPLETE"]
-    return [run_event(name=job, event_type=t) for t in types]
+    """``count`` events of one run (one message key), to be sent one after another."""
+    return one_run(job, ["START", *["RUNNING"] * (count - 2), "COMPLETE"])
 
 
 async def _post_chains(url: str, chains: list[list[dict[str, Any]]]) -> list[LoadResult]:
-    """One client per chain, each posting its chain in order; chains run concurrently."""
-    return list(await asyncio.gather(*(post_events(url, c, concurrency=1) for c in chains)))
+    """One client per chain, each posting its chain in order; chains run concurrently.
+    ``acknowledged`` holds event identities (``{runId}@{eventTime}``)."""
+    return list(
+        await asyncio.gather(
+            *(post_events(url, c, concurrency=1, identify=event_identity) for c in chains)
+        )
+    )
 
 
 async def _spool_status(url: str) -> dict[str, Any]:
@@ -87,16 +92,16 @@ async def test_broker_absent_at_start_events_are_spooled_then_arrive_in_order_wi
         while_down = await _spool_status(url)
         with running_broker(port) as broker:
             drain_seconds = await _drained_within(url, DRAIN_SECONDS)
-            acked = [probe["run"]["runId"], *(r for load in loads for r in load.acknowledged)]
+            acked = [event_identity(probe), *(r for load in loads for r in load.acknowledged)]
             records = await asyncio.to_thread(
                 read_all_produced_so_far, broker.bootstrap_servers, topic
             )
     found: Counter[str] = Counter()
     order: dict[str, list[str]] = defaultdict(list)
     for record in records:
-        run_id = orjson.loads(record.value)["run"]["runId"]
-        found[run_id] += 1
-        order[record.key or ""].append(run_id)
+        identity = event_identity(orjson.loads(record.value))
+        found[identity] += 1
+        order[record.key or ""].append(identity)
     figures = report(
         "spool_broker_absent_at_start",
         sent=sum(load.sent for load in loads),
@@ -111,16 +116,17 @@ async def test_broker_absent_at_start_events_are_spooled_then_arrive_in_order_wi
     assert all(load.statuses == {200: 63} for load in loads)
     assert drain_seconds is not None
     assert figures["lost"] == 0 and figures["duplicates"] == 0
-    for i, load in enumerate(loads):
-        assert order[f"run:team-a/job-{i}"] == load.acknowledged  # order per key kept
-    # The same key and headers as a direct send would have given.
-    sent = {e["run"]["runId"]: e for chain in chains for e in chain} | {
-        probe["run"]["runId"]: probe
+    for chain, load in zip(chains, loads, strict=True):
+        assert order[event_key(chain[0]) or ""] == load.acknowledged  # order per key kept
+    # The same key and headers as a direct send would have given, and the order stamp.
+    sent = {event_identity(e): e for chain in chains for e in chain} | {
+        event_identity(probe): probe
     }
     for record in records:
-        event = sent[orjson.loads(record.value)["run"]["runId"]]
+        event = sent[event_identity(orjson.loads(record.value))]
         assert record.key == event_key(event)
-        assert record.headers == dict(event_headers(event))
+        stamp = record.headers.pop(ORDER_HEADER)
+        assert record.headers == dict(event_headers(event)) and int(stamp) > 0
 
 
 @pytest.mark.slow

@@ -113,7 +113,7 @@ async def test_every_standard_facet_lands_in_kafka_exactly_as_the_client_sent_it
         await _emit(transport(url), event)
     [record] = read_topic(broker.bootstrap_servers, topic, expect=1)
     assert orjson.loads(record.value) == _sent(event)
-    assert record.key == "run:airflow/dag_x"  # the root parent job
+    assert record.key == f"run:{event.run.runId}"  # the run's own id, facets or not
     _assert_routing_headers(record, "airflow")
     assert "ol_repairs" not in record.headers
 
@@ -134,9 +134,9 @@ async def test_composite_transport_delivers_through_each_child_including_a_trans
     ]
     for record in by_namespace["airflow"]:
         assert orjson.loads(record.value) == _sent(event)
-        assert record.key == "run:airflow/dag_x"
+        assert record.key == f"run:{event.run.runId}"
     [renamed] = by_namespace["renamed"]
-    assert renamed.key == "run:renamed/dag_x"  # the transformer renamed the parent too
+    assert renamed.key == f"run:{event.run.runId}"  # a renamed job is still the same run
     _assert_routing_headers(renamed, "renamed")
 
 
@@ -152,7 +152,7 @@ async def test_event_time_from_datetime_now_lands_with_utc_offset_and_an_ol_repa
     landed = orjson.loads(record.value)
     assert landed["eventTime"] == naive + "Z"
     assert {**landed, "eventTime": naive} == _sent(event)  # nothing else changed
-    assert record.key == "run:airflow/dag_x"
+    assert record.key == f"run:{event.run.runId}"
     assert orjson.loads(record.headers["ol_repairs"]) == [
         {"repair": "naive_date_time", "pointer": "/eventTime", "from": naive, "to": naive + "Z"}
     ]

@@ -30,30 +30,39 @@ async def test_single_event_lands_in_kafka_with_run_key_and_headers(start_proxy,
         status, body, _ = await post(f"{url}/api/v1/lineage", event)
     assert (status, body) == (200, {"status": "success"})
     [record] = read_all_produced_so_far(broker.bootstrap_servers, topic)
-    assert record.key == "run:team-a/etl.daily"
+    assert record.key == f"run:{event['run']['runId']}"
     assert orjson.loads(record.value) == event
     assert record.headers["ol_event_type"] == b"START"
     assert record.headers["ol_namespace"] == b"team-a"
     assert record.headers["ol_kind"] == b"run"
 
 
-async def test_child_runs_are_keyed_by_root_job_so_a_pipeline_shares_a_partition(
+async def test_every_event_of_a_run_shares_its_key_whatever_facets_it_carries(
     start_proxy, broker, topic
 ):
+    """openlineage-python's COMPLETE without facets, or a client that sends the parent facet
+    only on START: keyed by the parent's job, such a run was split over two keys (two
+    partitions, delivered out of order — issue 36). Keyed by runId, every event of each run
+    lands under one key, in the order it was acknowledged. Seen failing on the root-job key."""
     app_run = str(uuid.uuid4())
     root = ("spark", "my_app", app_run)
-    events = [run_event(namespace="spark", name="my_app", run_id=app_run)] + [
-        run_event(namespace="spark", name=f"my_app.step_{i}", parent=root, root=root)
-        for i in range(5)
-    ]
+    steps = [str(uuid.uuid4()) for _ in range(5)]
+    events = [run_event(namespace="spark", name="my_app", run_id=app_run)]
+    for i, step in enumerate(steps):
+        name = f"my_app.step_{i}"
+        started = run_event(namespace="spark", name=name, run_id=step, parent=root, root=root)
+        bare = run_event(namespace="spark", name=name, run_id=step, event_type="COMPLETE")
+        events += [started, bare]
     async with start_proxy() as url:
         for event in events:
             assert (await post(f"{url}/api/v1/lineage", event))[0] == 200
     records = read_all_produced_so_far(broker.bootstrap_servers, topic)
-    assert {r.key for r in records} == {"run:spark/my_app"}
-    assert len({r.partition for r in records}) == 1
-    sent = [e["job"]["name"] for e in events]
-    assert [orjson.loads(r.value)["job"]["name"] for r in records] == sent
+    by_key: dict[str | None, list[dict]] = {}
+    for record in records:
+        by_key.setdefault(record.key, []).append(orjson.loads(record.value))
+    assert set(by_key) == {f"run:{run_id}" for run_id in [app_run, *steps]}
+    for key, landed in by_key.items():
+        assert landed == [e for e in events if f"run:{e['run']['runId']}" == key]
 
 
 async def test_job_and_dataset_events_are_keyed_by_what_they_describe(start_proxy, broker, topic):

@@ -86,7 +86,7 @@ async def test_client_events_arrive_in_kafka_keyed_by_root_job(
         await asyncio.to_thread(client.emit, _client_event(run_id))
         await asyncio.to_thread(client.close)
     [record] = read_all_produced_so_far(broker.bootstrap_servers, topic)
-    assert record.key == "run:airflow/dag_x"
+    assert record.key == f"run:{run_id}"
     event = orjson.loads(record.value)
     assert event["run"]["runId"] == run_id
     assert event["job"]["facets"]["sql"]["query"] == "SELECT 1"

@@ -62,7 +62,7 @@ def sequenced_run_events(
         for r in range(runs):
             event = run_event(namespace=namespace, name=f"job{r}", run_id=run_ids[r])
             event["run"]["facets"]["seq"] = {**facet("Seq"), "n": i}
-            out.append((f"run:{namespace}/job{r}", event))
+            out.append((f"run:{event['run']['runId']}", event))  # as the proxy keys it
     return out
 
 

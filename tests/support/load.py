@@ -66,6 +66,7 @@ async def post_events(
     pause_seconds: float = 0.0,
     into: LoadResult | None = None,
     on_answer: Callable[[LoadResult], bool] | None = None,
+    identify: Callable[[dict[str, Any]], str] = lambda event: event["run"]["runId"],
 ) -> LoadResult:
     """POST each event once from ``concurrency`` clients; a connection error or timeout
     is recorded as a status string, never raised. ``pause_seconds`` spaces each client's
@@ -73,7 +74,8 @@ async def post_events(
     test that acts on the load's progress. ``on_answer`` is called after each answer is
     recorded, on the clients' own loop, so a test acts at an exact point of the load (a
     kill while requests are in flight, whatever the machine's speed); once it returns
-    True no client starts another request (``sent`` then counts those that were)."""
+    True no client starts another request (``sent`` then counts those that were).
+    ``acknowledged`` holds ``identify(event)`` of each 2xx: the runId unless told."""
     queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     for event in events:
         queue.put_nowait(event)
@@ -101,7 +103,7 @@ async def post_events(
             result.statuses[status] += 1
             result.answers.append((finished, status))
             if isinstance(status, int) and 200 <= status < 300:
-                result.acknowledged.append(event["run"]["runId"])
+                result.acknowledged.append(identify(event))
             if on_answer is not None and not stopped and on_answer(result):
                 stopped = True
             if pause_seconds:

@@ -24,6 +24,12 @@ class MarquezTarget(HttpTarget):
     def endpoint(self) -> str:
         return f"{self.url}/api/v1/lineage"
 
+    @property
+    def order_sensitive(self) -> bool:
+        # Which dataset version a run reads, a dataset's fields, a job's latest version and
+        # the createdAt of namespaces and datasets all follow the order events arrive in.
+        return True
+
     def judge(self, status: int, body: bytes) -> Verdict:
         if status == 500 and _body_code(body) == 400:
             return Verdict(

@@ -132,6 +132,13 @@ class HttpTarget(StrictModel):
     def batch_max_events(self) -> int:
         return 1
 
+    # Whether what the target shows depends on the order events arrive in, across runs:
+    # then a consumer delivers in the order the proxy acknowledged them by default
+    # (consumers/ordered.py). A consumer's ``ordering`` overrides it.
+    @property
+    def order_sensitive(self) -> bool:
+        return False
+
     def endpoint(self) -> str:
         """The URL events are POSTed to."""
         return self.url

@@ -6,6 +6,7 @@ import asyncio
 import io
 import subprocess
 import sys
+import uuid
 
 import orjson
 import pytest
@@ -35,8 +36,12 @@ ARCHIVED = [
 ]
 
 
+# One run per namespace: a run's events share a key, so replay's per-key order shows.
+RUN_IDS = {"team-a": str(uuid.uuid4()), "team-b": str(uuid.uuid4())}
+
+
 def _event(namespace: str, when: str) -> dict:
-    event = run_event(namespace=namespace, name="nightly")
+    event = run_event(namespace=namespace, name="nightly", run_id=RUN_IDS[namespace])
     event["eventTime"] = when
     return event
 
@@ -139,8 +144,9 @@ async def test_replay_cli_to_a_topic_keys_events_and_exits_0(broker, topic, tmp_
         read_topic, broker.bootstrap_servers, topic, expect=len(archived)
     )
     assert len(records) == len(archived)
-    assert {r.key for r in records} == {"run:team-a/nightly", "run:team-b/nightly"}
-    for key in ("run:team-a/nightly", "run:team-b/nightly"):
+    keys = {f"run:{run_id}" for run_id in RUN_IDS.values()}
+    assert {r.key for r in records} == keys
+    for key in keys:
         times = _times(orjson.loads(r.value) for r in records if r.key == key)
         assert times == sorted(times)  # one key, one partition: event-time order
 

@@ -62,7 +62,7 @@ def _stream(namespace: str, runs: int, per_run: int) -> list[tuple[str, dict[str
             event = run_event(namespace=namespace, name=f"job{r}", event_type=kind, run_id=run_id)
             event["eventTime"] = (BASE_TIME + timedelta(seconds=n)).isoformat()
             event["run"]["facets"]["seq"] = {**facet("Seq"), "n": n}
-            out.append((f"run:{namespace}/job{r}", event))
+            out.append((f"run:{event['run']['runId']}", event))  # as the proxy keys it
     return out
 
 

@@ -68,13 +68,15 @@ async def test_a_timed_out_event_is_spooled_and_later_events_of_its_key_follow_i
 ):
     destination, spool, producer = await _destination(tmp_path)
     producer.timing_out = True
-    assert await _deliver(destination, run_event(name="job-a", event_type="START")) is True
+    start = run_event(name="job-a", event_type="START")
+    assert await _deliver(destination, start) is True
     producer.timing_out = False  # the broker is back, the spool not drained yet
-    complete = run_event(name="job-a", event_type="COMPLETE")
+    run_id = start["run"]["runId"]
+    complete = run_event(name="job-a", event_type="COMPLETE", run_id=run_id)
     other = run_event(name="job-b")
     assert await _deliver(destination, complete) is True  # behind its START
     assert await _deliver(destination, other) is False  # another key: straight on
-    assert [key for _, _, key in producer.sent] == ["run:team-a/job-b"]
+    assert [key for _, _, key in producer.sent] == [f"run:{other['run']['runId']}"]
     spooled = await spool.spool.read(10)
     assert [orjson.loads(r.value)["eventType"] for r in spooled] == ["START", "COMPLETE"]
     await spool.spool.close()

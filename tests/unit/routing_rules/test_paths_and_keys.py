@@ -53,7 +53,11 @@ def test_json_pointers_read_tokens_literally():
 def test_key_strategies():
     parent = ("dag-ns", "dag", "0176a8c2-fe01-7439-87e6-56a1a1b4029f")
     event = rich_run_event(namespace="team-a", name="etl.daily", parent=parent)
-    assert key_function("run")(event) == "run:dag-ns/dag"
+    # A run is keyed by its own runId, with or without the parent facet (issue 36: the
+    # root job's key split a run whose later events left the facet out).
+    assert key_function("run")(event) == f"run:{event['run']['runId']}"
+    bare = {**event, "run": {"runId": event["run"]["runId"]}}
+    assert key_function("run")(bare) == key_function("run")(event)
     assert key_function("job")(event) == "job:team-a/etl.daily"
     assert key_function("dataset")(event) == "dataset:hive://metastore:9083/sales.daily"
     assert key_function("dataset")(dataset_event("s3://b", "k")) == "dataset:s3://b/k"

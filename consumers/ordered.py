@@ -1,0 +1,215 @@
+"""Delivery in the order the proxy acknowledged events, across partitions and runs.
+
+What Marquez shows depends on the order events arrive: which dataset version a run reads,
+a dataset's fields, a job's latest version, a namespace's ``createdAt``. A run's events
+share a key and so a partition, but a run and the one that wrote its input, or a parent
+and its children, sit in different partitions; lanes per key delivered them in whatever
+order the lanes ran. For such a target the daemon delivers in *acknowledgement order*:
+
+1. :class:`ReorderBuffer` merges the assigned partitions by the stamp the proxy put on
+   each record when it took the event (proxy/destinations/order_stamp.py). Each
+   partition stays in offset order; across partitions the record with the lowest stamp
+   goes first. A record waits until every other assigned partition has a record after
+   it (then nothing earlier can still come from there) or until it has waited the
+   reorder window (a partition with nothing new must not hold the others back).
+2. :class:`ConflictGate` lets records that share nothing run side by side: an event
+   starts only when no earlier event still in flight names the same run, job, dataset
+   or (the first time one is seen) namespace. Events that touch the same thing reach
+   the target one after another, in merged order, so the target sees what it would
+   have seen had every event been sent one at a time in that order.
+
+What remains (docs/consumers/ordering.md): records that reach a consumer later than the
+window after later-stamped ones (a spool drained after an outage) are delivered when they
+come; order is kept within one consumer process, across the partitions it holds.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from confluent_kafka import Message
+
+from proxy.destinations.order_stamp import stamp_of
+
+__all__ = ["ConflictGate", "ReorderBuffer", "entities_of"]
+
+Partition = tuple[str, int]
+
+
+class ReorderBuffer:
+    """Records of the assigned partitions, released in stamp order (see module doc)."""
+
+    def __init__(self, window_seconds: float) -> None:
+        self.window = window_seconds
+        self._queues: dict[Partition, deque[tuple[int, float, Message]]] = {}
+        self._size = 0
+
+    def __len__(self) -> int:
+        return self._size
+
+    def assign(self, partitions: Iterable[Partition]) -> None:
+        for partition in partitions:
+            self._queues.setdefault(partition, deque())
+
+    def drop(self, partitions: Iterable[Partition]) -> list[Message]:
+        """Forget ``partitions`` (revoked or lost); returns the records they held."""
+        dropped: list[Message] = []
+        for partition in partitions:
+            queue = self._queues.pop(partition, None)
+            if queue:
+                dropped.extend(message for _, _, message in queue)
+        self._size -= len(dropped)
+        return dropped
+
+    def drop_all(self) -> list[Message]:
+        return self.drop(list(self._queues))
+
+    def add(self, partition: Partition, message: Message, now: float) -> None:
+        """Queue ``message`` (fetched at ``now``). A record without a stamp (written by
+        another producer) takes Kafka's own timestamp, in the same unit."""
+        queue = self._queues.get(partition)
+        if queue is None:
+            return
+        stamp = stamp_of(message.headers())
+        if stamp is None:
+            _, millis = message.timestamp()
+            stamp = max(millis, 0) * 1_000_000
+        queue.append((stamp, now, message))
+        self._size += 1
+
+    def _first(self) -> tuple[Partition, tuple[int, float, Message]] | None:
+        heads = [(queue[0], partition) for partition, queue in self._queues.items() if queue]
+        if not heads:
+            return None
+        head, partition = min(heads, key=lambda item: (item[0][0], item[1]))
+        return partition, head
+
+    def peek(self, now: float) -> Message | None:
+        """The next record in stamp order if it may go now, else None."""
+        first = self._first()
+        if first is None:
+            return None
+        partition, (_, fetched, message) = first
+        if now - fetched >= self.window:
+            return message
+        if all(queue for other, queue in self._queues.items() if other != partition):
+            return message  # every other partition has a later record: nothing can overtake
+        return None
+
+    def pop(self, message: Message) -> None:
+        """Take ``message``, which :meth:`peek` returned."""
+        partition = (message.topic() or "", message.partition() or 0)
+        queue = self._queues[partition]
+        assert queue[0][2] is message
+        queue.popleft()
+        self._size -= 1
+
+    def wait_seconds(self, now: float) -> float | None:
+        """How long until the first record may go by the window; None when empty."""
+        first = self._first()
+        if first is None:
+            return None
+        return max(0.0, first[1][1] + self.window - now)
+
+
+class ConflictGate:
+    """What the events in flight name; an event waits while any of its names is taken.
+
+    A namespace counts only until an event naming it was delivered once: it is created
+    by the first event that names it (its ``createdAt`` is that event's time), and later
+    events only read it — so the first one goes alone, and the rest need not queue."""
+
+    def __init__(self, max_namespaces: int = 100_000) -> None:
+        self._taken: dict[str, int] = {}
+        self._known_namespaces: OrderedDict[str, None] = OrderedDict()
+        self._max_namespaces = max_namespaces
+
+    def names(self, event: dict[str, Any] | None) -> frozenset[str]:
+        """What ``event`` touches that earlier events in flight must not: see
+        :func:`entities_of`; namespaces already created are left out."""
+        if event is None:
+            return frozenset()
+        return frozenset(
+            name
+            for name in entities_of(event)
+            if not (name.startswith("ns:") and name[3:] in self._known_namespaces)
+        )
+
+    def free(self, names: frozenset[str]) -> bool:
+        return not any(name in self._taken for name in names)
+
+    def take(self, names: frozenset[str]) -> None:
+        for name in names:
+            self._taken[name] = self._taken.get(name, 0) + 1
+
+    def release(self, names: frozenset[str], delivered: bool) -> None:
+        for name in names:
+            left = self._taken[name] - 1
+            if left:
+                self._taken[name] = left
+            else:
+                del self._taken[name]
+            if delivered and name.startswith("ns:"):
+                self._known_namespaces[name[3:]] = None
+                if len(self._known_namespaces) > self._max_namespaces:
+                    self._known_namespaces.popitem(last=False)
+
+    @property
+    def in_flight(self) -> int:
+        """How many distinct names are held now (0: nothing in flight)."""
+        return len(self._taken)
+
+
+def entities_of(event: dict[str, Any]) -> Iterator[str]:
+    """Every run, job, dataset and namespace an event names, as Marquez stores them: its
+    run and job, the parent and root run and job of its parent facet, each input and
+    output dataset (with their symlinks and the datasets column lineage reads from), a
+    DatasetEvent's dataset, and the namespaces of all of these."""
+    run = _dict(event.get("run"))
+    if isinstance(run_id := run.get("runId"), str):
+        yield f"run:{run_id}"
+    yield from _job(event.get("job"))
+    parent = _dict(_dict(run.get("facets")).get("parent"))
+    for holder in (parent, _dict(parent.get("root"))):
+        if isinstance(run_id := _dict(holder.get("run")).get("runId"), str):
+            yield f"run:{run_id}"
+        yield from _job(holder.get("job"))
+    yield from _dataset(event.get("dataset"))
+    for side in ("inputs", "outputs"):
+        datasets = event.get(side)
+        for dataset in datasets if isinstance(datasets, list) else ():
+            yield from _dataset(dataset)
+            facets = _dict(_dict(dataset).get("facets"))
+            for identifier in _list(_dict(facets.get("symlinks")).get("identifiers")):
+                yield from _dataset(identifier)
+            for field in _dict(_dict(facets.get("columnLineage")).get("fields")).values():
+                for source in _list(_dict(field).get("inputFields")):
+                    yield from _dataset(source)
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _job(job: Any) -> Iterator[str]:
+    job = _dict(job)
+    namespace, name = job.get("namespace"), job.get("name")
+    if isinstance(namespace, str):
+        yield f"ns:{namespace}"
+        if isinstance(name, str):
+            yield f"job:{namespace}/{name}"
+
+
+def _dataset(dataset: Any) -> Iterator[str]:
+    dataset = _dict(dataset)
+    namespace, name = dataset.get("namespace"), dataset.get("name")
+    if isinstance(namespace, str):
+        yield f"ns:{namespace}"
+        if isinstance(name, str):
+            yield f"dataset:{namespace}/{name}"
