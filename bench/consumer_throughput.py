@@ -16,6 +16,13 @@ references measured in the same run (absolute figures on a shared machine drift)
 - ``daemon``: ``lineage-proxy consume`` (a separate process) with the generic ``http``
   target: ordered lanes per run key, retries, breaker, commits, metrics.
 
+``ordered`` runs the same pairs with the daemon in acknowledgement order (``ordering:
+acknowledged``, Marquez's default): partitions merged by the proxy's order stamp (each
+event carries one, as the proxy writes it), events that name a common run, job or dataset
+one after another. Each of the 64 runs reads and writes datasets of its own, as distinct
+pipelines do; ``ordered_vs_single`` is its ``daemon_vs_naive_poster`` over the lanes'
+(``single``): each scenario against the naive poster of its own rounds.
+
 ``archive`` runs the daemon with an ``archive`` target (fsynced JSON Lines under a
 scratch folder) over the same N events: its peak RSS is the buffering bound at work
 (the whole topic is behind when it starts). Beside it, in the same run and alternated
@@ -64,6 +71,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.http_ingest import log, peak_rss_mib, wait_http  # noqa: E402
+from proxy.destinations.order_stamp import ORDER_HEADER, next_stamp  # noqa: E402
 from proxy.embedded_broker import EmbeddedBroker, free_port  # noqa: E402
 from tests.sample_events import rich_run_event  # noqa: E402
 
@@ -78,11 +86,18 @@ def produce_events(bootstrap: str, count: int) -> list[bytes]:
     for i in range(count):
         event = rich_run_event()
         event["job"]["name"] = f"job{i % RUNS}"
+        for dataset in (*event["inputs"], *event["outputs"]):
+            dataset["name"] = f"{dataset['name']}_{i % RUNS}"  # each pipeline its own data
         payload = orjson.dumps(event)
         payloads.append(payload)
         while True:
             try:
-                producer.produce(TOPIC, payload, key=f"run:bench/job{i % RUNS}")
+                producer.produce(
+                    TOPIC,
+                    payload,
+                    key=f"run:bench/job{i % RUNS}",
+                    headers=[(ORDER_HEADER, str(next_stamp()).encode())],
+                )
                 break
             except BufferError:
                 producer.poll(0.05)
@@ -207,6 +222,7 @@ def run_daemon(
     profile: Path | None = None,
     *,
     from_assignment: bool = False,
+    ordering: str = "run",
 ) -> dict[str, Any]:
     """The daemon's figures from its first delivery to its last (``from_assignment``:
     from the moment it holds partitions, for targets that acknowledge late)."""
@@ -224,6 +240,7 @@ def run_daemon(
                         "topics": [TOPIC],
                         "group_id": f"bench-{label}",
                         "concurrency": CONCURRENCY,
+                        "ordering": ordering,
                         "group": {"session_timeout_ms": 6000, "heartbeat_interval_ms": 500},
                         "dead_letter": {"enabled": False},
                         "status_port": status,
@@ -376,6 +393,7 @@ def compare(
     label: str,
     batch: int,
     raw: dict[str, Any],
+    ordering: str = "run",
 ) -> dict[str, Any]:
     """``args.rounds`` rounds of naive poster then daemon; the median of each round's
     ratio (neighbours' load moves both runs of a round alike, rounds apart)."""
@@ -393,7 +411,9 @@ def compare(
                 spy.wait(timeout=60)
         profile = args.py_spy if n == 0 else None
         target = http_target(url, batch)
-        daemon = run_daemon(work, bootstrap, target, args.events, f"{label}{n}", profile)
+        daemon = run_daemon(
+            work, bootstrap, target, args.events, f"{label}{n}", profile, ordering=ordering
+        )
         rounds.append((naive, daemon))
 
     def median_ratio(figure: str) -> float:
@@ -421,8 +441,9 @@ def main() -> int:
     parser.add_argument("--py-spy", type=Path, help="record each daemon run into this folder")
     parser.add_argument(
         "--scenarios",
-        default="single,batch,archive",
-        help="comma-separated: single, batch, archive (local archive beside object storage)",
+        default="single,ordered,batch,archive",
+        help="comma-separated: single, ordered (acknowledgement order), batch, archive "
+        "(local archive beside object storage)",
     )
     args = parser.parse_args()
     scenarios = set(args.scenarios.split(","))
@@ -442,9 +463,22 @@ def main() -> int:
             wait_http(url, receiver)
             log("bench: raw_consume ...")
             raw = raw_consume(bootstrap, args.events)
-            for label, batch in (("single", 1), ("batch", args.batch_size)):
+            for label, batch, ordering in (
+                ("single", 1, "run"),
+                ("ordered", 1, "acknowledged"),
+                ("batch", args.batch_size, "run"),
+            ):
                 if label in scenarios:
-                    results[label] = compare(work, bootstrap, url, args, label, batch, raw)
+                    results[label] = compare(
+                        work, bootstrap, url, args, label, batch, raw, ordering
+                    )
+            if {"single", "ordered"} <= results.keys():
+                # Each against the naive poster of its own rounds: the machine's load moves
+                # between the two scenarios, not within a round.
+                lanes, ordered = (
+                    results[k]["ratios"]["daemon_vs_naive_poster"] for k in ("single", "ordered")
+                )
+                results["ordered"]["ratios"]["ordered_vs_single"] = round(ordered / lanes, 3)
             results["raw_consume"] = raw
             if "archive" in scenarios:
                 # The whole topic behind: what the buffering bound holds the process to.

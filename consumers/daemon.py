@@ -387,20 +387,22 @@ class ConsumerDaemon:
         what it names; wait for a new record, a finished delivery or the window."""
         reorder = self._reorder
         assert reorder is not None
-        head: tuple[Message, frozenset[str]] | None = None  # the waiting event, parsed once
+        # The event waiting at the head of the merge, parsed once.
+        head: tuple[Message, dict[str, Any] | None, frozenset[str]] | None = None
         while True:
             now = time.monotonic()
             message = reorder.peek(now)
             if message is not None and len(self._ordered) < self.config.concurrency:
                 if head is None or head[0] is not message:
-                    head = (message, self._gate.names(parse_event(message.value() or b"")))
-                names = head[1]
+                    event = parse_event(message.value() or b"")
+                    head = (message, event, self._gate.names(event))
+                _, event, names = head
                 if self._gate.free(names):
                     reorder.pop(message)
                     self._release((message,))
                     self._gate.take(names)
                     partition = (message.topic() or "", message.partition() or 0)
-                    task = asyncio.create_task(self._deliver_in_order(message, names))
+                    task = asyncio.create_task(self._deliver_in_order(message, event, names))
                     self._ordered[task] = partition
                     task.add_done_callback(self._ordered.pop)
                     continue
@@ -409,25 +411,34 @@ class ConsumerDaemon:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), wait)
 
-    async def _deliver_in_order(self, message: Message, names: frozenset[str]) -> None:
+    async def _deliver_in_order(
+        self, message: Message, event: dict[str, Any] | None, names: frozenset[str]
+    ) -> None:
         delivered = False
         try:
-            await self._handle([message])
+            await self._handle([message], [event])
             delivered = True
         finally:
             self._gate.release(names, delivered)
             self._wake.set()
 
-    async def _handle(self, messages: list[Message]) -> None:
+    async def _handle(
+        self, messages: list[Message], parsed: list[dict[str, Any] | None] | None = None
+    ) -> None:
+        """Deliver, skip or dead-letter each message; ``parsed``: their events, when the
+        caller parsed them already (None for one that is not a JSON object)."""
         ready: list[tuple[Message, dict[str, Any]]] = []
-        for message in messages:
+        for index, message in enumerate(messages):
             if self.dedupe is not None and self.dedupe.seen(_dead_letter_identity(message)):
                 # Dead-lettered by an earlier run that crashed before committing past it.
                 self.metrics.duplicates_skipped.inc()
                 self._done(message)
                 continue
             value = message.value() or b""
-            event = parse_event(value) if self._reads_event else checked_event(value)
+            if parsed is not None:
+                event = parsed[index]
+            else:
+                event = parse_event(value) if self._reads_event else checked_event(value)
             if event is None:
                 await self._dead_letter(message, "poison: not a JSON object", None, "poison")
             elif self.dedupe is not None and self.dedupe.seen(event_identity(event)):
