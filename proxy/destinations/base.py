@@ -110,6 +110,12 @@ class Destination(abc.ABC):
         limit = self.max_payload_bytes()
         return TooLarge(self.name, len(payload), limit) if limit and len(payload) > limit else None
 
+    async def healthy(self) -> bool | None:
+        """Whether the target itself says it is up (an HTTP target's health check), or
+        None when it has no such check: tells an event the target cannot take from a
+        target that is down (proxy/destinations/failing_event.py)."""
+        return None
+
     @abc.abstractmethod
     async def ready(self) -> bool:
         """Whether the destination can take events right now (for /readyz)."""

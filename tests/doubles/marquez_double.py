@@ -16,6 +16,8 @@ These answers were checked against the real Marquez 0.50.0
 (tests/integration/marquez/test_double_matches_real_marquez.py).
 - No idempotency: the same event posted twice is stored twice (``.events`` shows it).
 - ``GET /api/v1/events/lineage?limit=N`` → ``{"events": [...]}``, newest first.
+- ``GET /api/v1/namespaces?limit=N`` → ``{"namespaces": [...]}`` (the target adapter's
+  health check; it fails during an outage like the lineage endpoint).
 """
 
 from __future__ import annotations
@@ -57,6 +59,12 @@ def _get(document: Any, path: tuple[str, ...]) -> Any:
 
 
 class MarquezDouble(TargetDouble):
+    health_path = "/api/v1/namespaces"
+
+    async def healthy_answer(self, request: web.Request) -> web.Response:
+        names = sorted({e["job"]["namespace"] for e in self.events if "job" in e})
+        return web.json_response({"namespaces": [{"name": n} for n in names]})
+
     def add_routes(self, app: web.Application) -> None:
         super().add_routes(app)
         app.router.add_get("/api/v1/events/lineage", self._list_events)

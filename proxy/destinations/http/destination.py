@@ -118,6 +118,18 @@ class HttpDestination(Destination):
                 retry_after=retry_after if verdict.retriable else None,
             )
 
+    async def healthy(self) -> bool | None:
+        """The target's health check (GET, 2xx: up), or None when it has none."""
+        url = self.target.health_check()
+        if url is None or self._session is None:
+            return None
+        try:
+            async with self._session.get(url, headers=self._headers) as resp:
+                await resp.read()
+                return 200 <= resp.status < 300
+        except (TimeoutError, aiohttp.ClientError):
+            return False
+
     async def ready(self) -> bool:
         return self._session is not None and not self._session.closed
 

@@ -24,6 +24,11 @@ class MarquezTarget(HttpTarget):
     def endpoint(self) -> str:
         return f"{self.url}/api/v1/lineage"
 
+    def health_check(self) -> str:
+        # On the API port (the admin port's /healthcheck may not be reachable), and it
+        # reads the database: a Marquez without its PostgreSQL fails it.
+        return self.health_url or f"{self.url}/api/v1/namespaces?limit=1"
+
     def judge(self, status: int, body: bytes) -> Verdict:
         if status == 500 and _body_code(body) == 400:
             return Verdict(

@@ -118,10 +118,17 @@ class HttpTarget(StrictModel):
     max_connections: Annotated[int, Field(ge=1)] = 64
     # Retry policy for retriable failures (5xx, timeouts, 429...).
     retry: RetryConfig = Field(default_factory=RetryConfig)
+    # A URL that answers GET with 2xx only while the target can take events; null: the
+    # target kind's own (marquez: its API's namespace list, which reads its database),
+    # none for the others. Lets a consumer dead-letter an event the target keeps failing
+    # while nothing else is delivered (docs/consumers/dlq.md).
+    health_url: str | None = None
 
-    @field_validator("url")
+    @field_validator("url", "health_url")
     @classmethod
-    def _http_url(cls, url: str) -> str:
+    def _http_url(cls, url: str | None) -> str | None:
+        if url is None:
+            return None
         if not url.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://")
         return url.rstrip("/")
@@ -135,6 +142,10 @@ class HttpTarget(StrictModel):
     def endpoint(self) -> str:
         """The URL events are POSTed to."""
         return self.url
+
+    def health_check(self) -> str | None:
+        """The URL whose 2xx to a GET says the target is up, or None."""
+        return self.health_url
 
     def request_headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json", **self.headers}
