@@ -10,6 +10,7 @@ __all__ = [
     "DeliveryError",
     "Destination",
     "TooLarge",
+    "Unfit",
 ]
 
 
@@ -53,6 +54,14 @@ class TooLarge(DeliveryError):
         self.pointer = pointer
         # What was measured: "the event", or the message with its key and headers.
         self.what = what
+
+
+class Unfit(DeliveryError):
+    """The target cannot take this event, known to its adapter before sending (Marquez
+    0.50 and a JobEvent): nothing was sent, so it says nothing about the target's health."""
+
+    def __init__(self, destination: str, reason: str) -> None:
+        super().__init__(destination, reason, retriable=False)
 
 
 class Destination(abc.ABC):

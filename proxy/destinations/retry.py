@@ -29,7 +29,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from proxy.destinations.base import DeliveryError, Destination, TooLarge
+from proxy.destinations.base import DeliveryError, Destination, TooLarge, Unfit
 from proxy.destinations.failing_event import FailingEvent
 from proxy.destinations.retry_config import BreakerConfig, RetryConfig
 
@@ -216,7 +216,7 @@ async def deliver_with_retries(
         except DeliveryError as exc:
             events_fault = False
             if not exc.retriable:
-                if breaker is not None:
+                if breaker is not None and not isinstance(exc, Unfit):
                     breaker.record_success()  # the target answered; the event is at fault
             elif event is not None and await _events_fault(event, healthy):
                 assert breaker is not None
