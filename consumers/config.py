@@ -82,6 +82,12 @@ class DeadLetterConfig(StrictModel):
     enabled: bool = True
     # Where refused and poison messages go; "{topic}" is the source topic.
     topic: str = "{topic}.dlq"
+    # An event the target keeps failing retriably (5xx, timeout) while it takes other
+    # events is dead-lettered after this many such failures (docs/consumers/dlq.md);
+    # failures while the target takes nothing never count. At least 2: at the instant a
+    # target comes back, one failure answered just before may look like one. null: retry
+    # until delivered.
+    attempts_while_target_up: Annotated[int, Field(ge=2)] | None = 10
 
 
 class DedupeConfig(StrictModel):

@@ -17,7 +17,9 @@ the order the proxy acknowledged them, merged across partitions, and starts each
 earlier event in flight names the same run, job, dataset or new namespace
 (:mod:`consumers.ordered`). Only a message the target refuses (or that is not a
 JSON object) is dead-lettered: a retriable failure blocks its lane, retried with capped
-backoff and paced by the circuit breaker, until the target takes the event. The
+backoff and paced by the circuit breaker, until the target takes the event — or until it
+failed ``dead_letter.attempts_while_target_up`` times while the target took other events
+(proxy/destinations/failing_event.py), then it is refused. The
 committed offset of a partition is the lowest offset not yet done
 (:class:`~consumers.offsets.OffsetTracker`), committed every ``commit_interval_seconds``,
 when partitions are revoked, and at shutdown.
@@ -200,6 +202,8 @@ class ConsumerDaemon:
             )
             # A consumer's target always has a retry policy (ConsumerConfig sets it).
             assert isinstance(destination, RetryingDestination)
+            # An event the target fails while it takes others is dead-lettered at last.
+            destination.failing_bound = self.config.dead_letter.attempts_while_target_up
             self.destination = destination
             # Dedupe needs the event's identity; else only a destination that reads the
             # event needs the message parsed into a dict.

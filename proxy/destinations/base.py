@@ -10,6 +10,7 @@ __all__ = [
     "DeliveryError",
     "Destination",
     "TooLarge",
+    "Unfit",
 ]
 
 
@@ -53,6 +54,14 @@ class TooLarge(DeliveryError):
         self.pointer = pointer
         # What was measured: "the event", or the message with its key and headers.
         self.what = what
+
+
+class Unfit(DeliveryError):
+    """The target cannot take this event, known to its adapter before sending (Marquez
+    0.50 and a JobEvent): nothing was sent, so it says nothing about the target's health."""
+
+    def __init__(self, destination: str, reason: str) -> None:
+        super().__init__(destination, reason, retriable=False)
 
 
 class Destination(abc.ABC):
@@ -109,6 +118,12 @@ class Destination(abc.ABC):
         write. Kafka counts the key and headers that repeat fields of the event too."""
         limit = self.max_payload_bytes()
         return TooLarge(self.name, len(payload), limit) if limit and len(payload) > limit else None
+
+    async def healthy(self) -> bool | None:
+        """Whether the target itself says it is up (an HTTP target's health check), or
+        None when it has no such check: tells an event the target cannot take from a
+        target that is down (proxy/destinations/failing_event.py)."""
+        return None
 
     @abc.abstractmethod
     async def ready(self) -> bool:

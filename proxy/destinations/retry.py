@@ -12,6 +12,10 @@ Backoff is "full jitter": a uniform draw in ``[0, min(cap, initial * 2**n)]``, s
 consumers hitting the same recovering target do not retry in lockstep. While the circuit
 is open the breaker paces the tries instead: one probe per probe interval, capped low so
 that a target that is back gets traffic again within seconds.
+
+A consumer also bounds the retries of an event the target keeps failing while it takes
+others (:mod:`proxy.destinations.failing_event`); those failures are the event's, not the
+target's, so they neither open the circuit nor keep it open.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from proxy.destinations.base import DeliveryError, Destination, TooLarge
+from proxy.destinations.base import DeliveryError, Destination, TooLarge, Unfit
+from proxy.destinations.failing_event import FailingEvent
 from proxy.destinations.retry_config import BreakerConfig, RetryConfig
 
 __all__ = [
@@ -96,12 +101,15 @@ class CircuitBreaker:
     its success closes the circuit and lets every waiting caller go, its failure opens it
     again for twice as long (up to ``max_open_seconds``). Failures seen while the circuit
     is not closed are the target's fault, not the message's: :meth:`record_failure` says
-    so, and callers do not count them against a message's attempts.
+    so, and callers do not count them against a message's attempts. ``delivered`` counts
+    the deliveries the target accepted: the evidence that it is up
+    (:class:`~proxy.destinations.failing_event.FailingEvent`).
     """
 
     def __init__(self, config: BreakerConfig | None = None) -> None:
         self.config = config or BreakerConfig()
         self._failures = 0
+        self.delivered = 0
         self._open_seconds = self.config.open_seconds
         self._opened_at: float | None = None
         self._probing = False
@@ -177,14 +185,25 @@ async def deliver_with_retries(
     *,
     breaker: CircuitBreaker | None = None,
     on_retry: OnRetry | None = None,
+    failing_bound: int | None = None,
+    healthy: Callable[[], Awaitable[bool | None]] | None = None,
 ) -> T:
     """Run ``attempt`` until it succeeds or :func:`verdict` says give up.
 
     Raises the last :class:`DeliveryError` when giving up. ``on_retry(error, attempt,
     delay)`` is called before each wait (for metrics and logs). While the circuit is open
-    the wait is the breaker's probe interval rather than a backoff.
+    the wait is the breaker's probe interval rather than a backoff. With a breaker and
+    ``failing_bound``, an event is also given up once ``failing_bound`` of its failures
+    came while the target was demonstrably up — it accepted other deliveries, or else
+    ``healthy()`` said so (:class:`FailingEvent`); such a failure is the event's, so it
+    leaves the breaker as it is (a probe it was is released).
     """
     counted = 0
+    event = (
+        FailingEvent(breaker, failing_bound)
+        if breaker is not None and failing_bound is not None
+        else None
+    )
     while True:
         # A closed circuit (nearly always) lets the attempt go at once: no coroutine.
         probe = (
@@ -195,15 +214,26 @@ async def deliver_with_retries(
         try:
             result = await attempt()
         except DeliveryError as exc:
+            events_fault = False
             if not exc.retriable:
-                if breaker is not None:
+                if breaker is not None and not isinstance(exc, Unfit):
                     breaker.record_success()  # the target answered; the event is at fault
+            elif event is not None and await _events_fault(event, healthy):
+                assert breaker is not None
+                events_fault = True
+                counted += 1
+                if probe:
+                    breaker.release_probe()  # another caller may show the target works
+                if event.used_up:
+                    event.give_up(exc)
+                    raise
             elif breaker is None or breaker.record_failure():
                 counted += 1
             if verdict(exc, counted, config) is Verdict.GIVE_UP:
                 raise
             if (
                 breaker is not None
+                and not events_fault
                 and breaker.state is not CircuitState.CLOSED
                 and exc.retry_after is None
             ):
@@ -220,8 +250,22 @@ async def deliver_with_retries(
             raise
         else:
             if breaker is not None:
+                breaker.delivered += 1
                 breaker.record_success()
             return result
+
+
+async def _events_fault(
+    event: FailingEvent, healthy: Callable[[], Awaitable[bool | None]] | None
+) -> bool:
+    """Whether this failure of ``event`` counts: other deliveries were accepted since its
+    previous failure, or else the target's health check says it is up."""
+    if event.failed():
+        return True
+    if healthy is not None and await healthy():
+        event.healthy()
+        return True
+    return False
 
 
 class RetryingDestination(Destination):
@@ -247,6 +291,8 @@ class RetryingDestination(Destination):
         self.config = config
         self.breaker = breaker
         self.on_retry = on_retry
+        # Set by a consumer (dead_letter.attempts_while_target_up): see deliver_with_retries.
+        self.failing_bound: int | None = None
 
     def max_payload_bytes(self) -> int | None:
         """The inner destination's payload limit (Kafka learns it at start)."""
@@ -266,6 +312,8 @@ class RetryingDestination(Destination):
             self.config,
             breaker=self.breaker,
             on_retry=self.on_retry,
+            failing_bound=self.failing_bound,
+            healthy=self.inner.healthy,
         )
 
     async def deliver_many(
@@ -304,13 +352,19 @@ class RetryingDestination(Destination):
     async def deliver_batch(
         self, events: Sequence[dict[str, Any]], payloads: Sequence[bytes]
     ) -> None:
-        """Retry the inner destination's batch (HTTP: one JSON array) as a whole."""
+        """Retry the inner destination's batch (HTTP: one JSON array) as a whole; given up
+        like one event (``failing_bound``), a consumer then delivers its events one by one."""
         await deliver_with_retries(
             lambda: self.inner.deliver_batch(events, payloads),
             self.config,
             breaker=self.breaker,
             on_retry=self.on_retry,
+            failing_bound=self.failing_bound,
+            healthy=self.inner.healthy,
         )
+
+    async def healthy(self) -> bool | None:
+        return await self.inner.healthy()
 
     async def ready(self) -> bool:
         if self.breaker is not None and self.breaker.state is not CircuitState.CLOSED:

@@ -9,6 +9,13 @@
   consumes JSON only; Dropwizard's ``{"code":415,"message":"HTTP 415 Unsupported Media
   Type"}``), before the body is read.
 - Malformed JSON → HTTP **500** with body ``{"code":400,"message":"Unable to process JSON"}``.
+- A JobEvent (no ``run``; openlineage-python's ``JobEvent``) → HTTP **500** with
+  Dropwizard's generic body ``{"code":500,"message":"There was an error processing your
+  request. It has been logged (ID …)."}``: Marquez 0.50 stores the raw event in
+  ``lineage_events`` and then fails on the missing ``runUuid`` (NullPointerException). The
+  raw rows land in ``.raw_rows``, one per attempt, never in ``.events``.
+- A NUL character (``\\u0000``) in any string → HTTP **500** with the same generic body:
+  PostgreSQL refuses it in ``jsonb`` and nothing is stored (issue 36).
 - Accepted (201), as the real Marquez 0.50.0 accepts them: a ``runId`` that is not a UUID,
   an unknown ``eventType``, an ``eventTime`` without UTC offset.
 
@@ -16,6 +23,8 @@ These answers were checked against the real Marquez 0.50.0
 (tests/integration/marquez/test_double_matches_real_marquez.py).
 - No idempotency: the same event posted twice is stored twice (``.events`` shows it).
 - ``GET /api/v1/events/lineage?limit=N`` → ``{"events": [...]}``, newest first.
+- ``GET /api/v1/namespaces?limit=N`` → ``{"namespaces": [...]}`` (the target adapter's
+  health check; it fails during an outage like the lineage endpoint).
 """
 
 from __future__ import annotations
@@ -38,6 +47,17 @@ _REQUIRED = (
     ("job", "namespace"),
     ("job", "name"),
 )
+_ERROR = "There was an error processing your request. It has been logged (ID 5f1c0e2a9b7d3c41)."
+
+
+def _has_nul(document: Any) -> bool:
+    if isinstance(document, str):
+        return "\x00" in document
+    if isinstance(document, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in document.items())
+    if isinstance(document, list):
+        return any(_has_nul(v) for v in document)
+    return False
 
 
 def _is_date_time(value: Any) -> bool:
@@ -57,6 +77,16 @@ def _get(document: Any, path: tuple[str, ...]) -> Any:
 
 
 class MarquezDouble(TargetDouble):
+    health_path = "/api/v1/namespaces"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.raw_rows: list[dict[str, Any]] = []  # lineage_events rows of failed events
+
+    async def healthy_answer(self, request: web.Request) -> web.Response:
+        names = sorted({e["job"]["namespace"] for e in self.events if "job" in e})
+        return web.json_response({"namespaces": [{"name": n} for n in names]})
+
     def add_routes(self, app: web.Application) -> None:
         super().add_routes(app)
         app.router.add_get("/api/v1/events/lineage", self._list_events)
@@ -72,13 +102,19 @@ class MarquezDouble(TargetDouble):
             return web.json_response({"code": 400, "message": "Unable to process JSON"}, status=500)
         if not isinstance(event, dict):
             return web.json_response({"code": 400, "message": "Unable to process JSON"}, status=500)
-        missing = [".".join(p) for p in _REQUIRED if _get(event, p) is None]
+        if _has_nul(event):
+            return web.json_response({"code": 500, "message": _ERROR}, status=500)
+        required = [p for p in _REQUIRED if "run" in event or p[0] != "run"]
+        missing = [".".join(p) for p in required if _get(event, p) is None]
         if missing:
             errors = [f"{name} must not be null" for name in missing]
             return web.json_response({"errors": errors}, status=422)
         if not _is_date_time(event["eventTime"]):
             message = "Cannot deserialize value of type `java.time.ZonedDateTime`"
             return web.json_response({"code": 400, "message": message}, status=500)
+        if "run" not in event and "job" in event:  # stored raw, then the runUuid NPE
+            self.raw_rows.append(event)
+            return web.json_response({"code": 500, "message": _ERROR}, status=500)
         self.events.append(event)
         return web.Response(status=201)
 

@@ -3,12 +3,16 @@
 Knobs a test can turn: :meth:`TargetDouble.fail_next` answers the next N requests with a
 given status (and ``Retry-After``), :meth:`fail_for` answers every request with a status
 for some seconds (an outage with a clock), :meth:`down` stops listening (connection
-refused) and :meth:`up` listens again on the same port, :meth:`hold_after` keeps requests
-waiting (unanswered, not stored) once N events are stored, until :meth:`release`,
-``delay_seconds`` makes every answer that much slower (a busy target) and ``delay_of``
-slows the answer to some bodies only (a target slow on some writes). Accepted events
+refused) and :meth:`up` listens again on the same port, :meth:`refuse_matching` answers
+every event a predicate picks with a status for ever (a poison event: the target is up and
+takes the others), :meth:`hold_after` keeps requests waiting (unanswered, not stored) once
+N events are stored, until :meth:`release`, ``delay_seconds`` makes every answer that much
+slower (a busy target) and ``delay_of`` slows the answer to some bodies only (a target slow
+on some writes). Accepted events
 land in ``.events`` in arrival order; every request's status lands in ``.answers`` and
-its time (monotonic) in ``.answer_times``. Used directly it is a plain HTTP receiver (any
+its time (monotonic) in ``.answer_times``. A double with a ``health_path`` answers GET there
+(200, or the outage's status during :meth:`fail_for`; ``health_status`` fails it alone) and
+counts the checks in ``.health_checks``. Used directly it is a plain HTTP receiver (any
 JSON object or array at ``path`` → 200), the generic target.
 """
 
@@ -37,6 +41,7 @@ class _Failure:
 
 class TargetDouble:
     path = "/api/v1/lineage"
+    health_path: str | None = None
 
     def __init__(self) -> None:
         self.events: list[dict[str, Any]] = []
@@ -47,10 +52,14 @@ class TargetDouble:
         self.port = 0
         self._failures: list[_Failure] = []
         self._hold_after: int | None = None
+        self._refused: list[tuple[Callable[[Any], bool], int, bytes]] = []
+        self.refused: list[Any] = []  # the events refuse_matching answered, in order
         self._released = asyncio.Event()
         self.held = 0  # requests waiting on the hold right now
         self.delay_seconds = 0.0
         self.delay_of: Callable[[bytes], float] | None = None
+        self.health_status: int | None = None  # set: the health check alone answers it
+        self.health_checks = 0
         self._runner: web.AppRunner | None = None
         self._site: web.TCPSite | None = None
 
@@ -73,6 +82,20 @@ class TargetDouble:
 
     def add_routes(self, app: web.Application) -> None:
         app.router.add_post(self.path, self._handle)
+        if self.health_path is not None:
+            app.router.add_get(self.health_path, self._health)
+
+    async def _health(self, request: web.Request) -> web.Response:
+        self.health_checks += 1
+        if time.monotonic() < self._failing_until:
+            return web.Response(status=self._failing_status)
+        if self.health_status is not None:
+            return web.Response(status=self.health_status)
+        return await self.healthy_answer(request)
+
+    async def healthy_answer(self, request: web.Request) -> web.Response:
+        """What the health check answers when the target is up."""
+        return web.json_response({})
 
     async def up(self) -> None:
         assert self._runner is not None
@@ -123,6 +146,26 @@ class TargetDouble:
         ]
         return min(times, default=None)
 
+    def refuse_matching(
+        self, picks: Callable[[Any], bool], status: int = 500, body: bytes = b""
+    ) -> None:
+        """Answer every request whose JSON body ``picks`` with ``status`` and ``body``, for
+        ever (kept in ``.refused``); other requests are handled as usual."""
+        self._refused.append((picks, status, body))
+
+    def _refusal(self, body: bytes) -> web.Response | None:
+        if not self._refused:
+            return None
+        try:
+            document = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return None
+        for picks, status, answer in self._refused:
+            if picks(document):
+                self.refused.append(document)
+                return web.Response(status=status, body=answer, content_type="application/json")
+        return None
+
     def hold_after(self, stored: int) -> None:
         """Once ``stored`` events are kept, make later requests wait unanswered."""
         self._hold_after = stored
@@ -154,7 +197,8 @@ class TargetDouble:
                 status=failure.status, body=failure.body, headers=failure.headers
             )
         else:
-            response = await self.answer(request, await request.read())
+            body = await request.read()
+            response = self._refusal(body) or await self.answer(request, body)
         self.answers.append(response.status)
         self.answer_times.append(time.monotonic())
         return response

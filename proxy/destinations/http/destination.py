@@ -17,9 +17,9 @@ from typing import Any
 
 import aiohttp
 
-from proxy.destinations.base import DeliveryError, Destination
+from proxy.destinations.base import DeliveryError, Destination, Unfit
 from proxy.destinations.hops import outgoing_headers
-from proxy.destinations.http.target import HttpTarget
+from proxy.destinations.http.target import CannotTake, HttpTarget
 from proxy.destinations.retry import CircuitBreaker, OnRetry, RetryingDestination
 
 __all__ = ["EXCERPT_BYTES", "HttpDeliveryError", "HttpDestination", "parse_retry_after"]
@@ -64,12 +64,12 @@ class HttpDestination(Destination):
     """POST events to ``target.endpoint()``; one at a time, or as a JSON array."""
 
     durable = False
-    # The payload is sent as it is; the event dict is never looked at.
-    reads_event = False
 
     def __init__(self, name: str, target: HttpTarget) -> None:
         self.name = name
         self.target = target
+        # The payload is sent as the target fits it; most never look at the event dict.
+        self.reads_event = target.reads_event
         self._url: str = target.endpoint()
         self._headers: dict[str, str] = target.request_headers()
         self._session: aiohttp.ClientSession | None = None
@@ -82,13 +82,21 @@ class HttpDestination(Destination):
 
     def deliver(self, event: dict[str, Any], payload: bytes) -> Coroutine[Any, Any, None]:
         # The POST's own coroutine, not one around it: one frame fewer per event.
-        return self._post(payload)
+        return self._post(self._fitted(event, payload))
 
     async def deliver_batch(
         self, events: Sequence[dict[str, Any]], payloads: Sequence[bytes]
     ) -> None:
         """POST ``payloads`` as one JSON array; all of them succeed or fail together."""
-        await self._post(b"[" + b",".join(payloads) + b"]")
+        fitted = [self._fitted(e, p) for e, p in zip(events, payloads, strict=True)]
+        await self._post(b"[" + b",".join(fitted) + b"]")
+
+    def _fitted(self, event: dict[str, Any], payload: bytes) -> bytes:
+        """The payload as the target takes it; :class:`Unfit` when it cannot."""
+        try:
+            return self.target.fitted(event, payload)
+        except CannotTake as exc:
+            raise Unfit(self.name, exc.reason) from None
 
     async def _post(self, body: bytes) -> None:
         if self._session is None:
@@ -117,6 +125,18 @@ class HttpDestination(Destination):
                 excerpt=answer[:EXCERPT_BYTES].decode("utf-8", "replace"),
                 retry_after=retry_after if verdict.retriable else None,
             )
+
+    async def healthy(self) -> bool | None:
+        """The target's health check (GET, 2xx: up), or None when it has none."""
+        url = self.target.health_check()
+        if url is None or self._session is None:
+            return None
+        try:
+            async with self._session.get(url, headers=self._headers) as resp:
+                await resp.read()
+                return 200 <= resp.status < 300
+        except (TimeoutError, aiohttp.ClientError):
+            return False
 
     async def ready(self) -> bool:
         return self._session is not None and not self._session.closed

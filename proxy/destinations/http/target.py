@@ -1,8 +1,9 @@
 """What every HTTP target shares: connection settings, auth, and the common status rules.
 
 A target (generic HTTP, Marquez, Egeria, DataHub) is one pydantic model in its own module:
-its settings plus its knowledge — :meth:`HttpTarget.endpoint` (the path) and
-:meth:`HttpTarget.judge` (success, retriable or permanent failure from status and body).
+its settings plus its knowledge — :meth:`HttpTarget.endpoint` (the path),
+:meth:`HttpTarget.judge` (success, retriable or permanent failure from status and body) and
+:meth:`HttpTarget.fitted` (events it cannot take, known before sending).
 Auth is shared here because Bearer and basic mean the same thing to every target.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
@@ -22,6 +23,7 @@ __all__ = [
     "ACCEPTED",
     "BasicAuth",
     "BearerAuth",
+    "CannotTake",
     "HttpTarget",
     "Verdict",
     "judge_status",
@@ -38,6 +40,15 @@ class Verdict:
 
 
 ACCEPTED = Verdict(True)
+
+
+class CannotTake(Exception):
+    """The target cannot take this event (:meth:`HttpTarget.fitted`); says why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
 
 # Statuses that say "not now" rather than "never": overload, throttling, timeouts.
 _RETRIABLE = {408, 425, 429}
@@ -103,6 +114,9 @@ class BasicAuth(StrictModel):
 class HttpTarget(StrictModel):
     """Settings every HTTP target has; subclasses add a ``kind`` and their knowledge."""
 
+    # Whether :meth:`fitted` reads the event dict (else a consumer need not build it).
+    reads_event: ClassVar[bool] = False
+
     # The target adapter: http (any endpoint), marquez, egeria or datahub.
     kind: str
     # Base URL of the target (the target's module appends its path), or for the generic
@@ -118,10 +132,17 @@ class HttpTarget(StrictModel):
     max_connections: Annotated[int, Field(ge=1)] = 64
     # Retry policy for retriable failures (5xx, timeouts, 429...).
     retry: RetryConfig = Field(default_factory=RetryConfig)
+    # A URL that answers GET with 2xx only while the target can take events; null: the
+    # target kind's own (marquez: its API's namespace list, which reads its database),
+    # none for the others. Lets a consumer dead-letter an event the target keeps failing
+    # while nothing else is delivered (docs/consumers/dlq.md).
+    health_url: str | None = None
 
-    @field_validator("url")
+    @field_validator("url", "health_url")
     @classmethod
-    def _http_url(cls, url: str) -> str:
+    def _http_url(cls, url: str | None) -> str | None:
+        if url is None:
+            return None
         if not url.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://")
         return url.rstrip("/")
@@ -142,6 +163,15 @@ class HttpTarget(StrictModel):
     def endpoint(self) -> str:
         """The URL events are POSTed to."""
         return self.url
+
+    def fitted(self, event: dict[str, Any], payload: bytes) -> bytes:
+        """The payload to send for ``event``; raises :class:`CannotTake` for an event the
+        target is known to fail on (it would answer a 5xx for ever). Targets refine it."""
+        return payload
+
+    def health_check(self) -> str | None:
+        """The URL whose 2xx to a GET says the target is up, or None."""
+        return self.health_url
 
     def request_headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json", **self.headers}
