@@ -10,7 +10,7 @@ import shutil
 import signal
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -22,11 +22,14 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 from proxy.serve import listener_tls, serving
 from proxy.web.app import create_app
 from tests.faults.figures import FIGURES_DIRECTORY, recorded
+from tests.support import tiers
+from tests.support.browser import chromium
 from tests.support.consumers import create_topic
 from tests.support.dbt import DbtUnavailable, dbt_bin_dir
 from tests.support.kafka_cluster import KafkaCluster, shared_cluster, stop_detached
 from tests.support.paths import ARCHIVE_ROOT, SPOOL_ROOT
 from tests.support.proxies import proxy_config
+from tests.support.tiers import starts
 
 # Where the run's shared Kafka cluster lives; the controlling process names it and its
 # xdist workers inherit the name through the environment.
@@ -80,6 +83,7 @@ def _own_emitter_buffer(
 
 
 @pytest.fixture(scope="session")
+@starts("Apache Kafka (a JVM)")
 def broker() -> KafkaCluster:
     """Apache Kafka for the whole test run: 3 KRaft brokers on loopback, topics with
     replication factor 3 and ``min.insync.replicas=2``, shared by every xdist worker (the
@@ -91,6 +95,7 @@ def broker() -> KafkaCluster:
 
 
 @pytest.fixture(scope="session")
+@starts("dbt (a virtualenv of its own, installed on first use)")
 def dbt_bin() -> Path:
     """The bin directory of the dbt venv (dbt, dbt-ol), installed on first use; a test
     that needs dbt fails, never skips, when it cannot be installed."""
@@ -98,6 +103,14 @@ def dbt_bin() -> Path:
         return dbt_bin_dir()
     except DbtUnavailable as error:
         pytest.fail(str(error))
+
+
+@pytest.fixture
+@starts("Chromium")
+def browser() -> Callable[..., Awaitable[bytes]]:
+    """``await browser(url, profile, *args)``: headless Chromium's stdout on ``url``
+    (``chromium`` in tests/support/browser.py)."""
+    return chromium
 
 
 @pytest.fixture
@@ -121,21 +134,30 @@ ProxyFactory = Callable[..., Any]
 
 
 @pytest.fixture
-def start_proxy(request: pytest.FixtureRequest, topic: str) -> ProxyFactory:
-    """``async with start_proxy(**sections) as url:`` — a real proxy on a loopback port,
-    served exactly as ``lineage-proxy serve`` serves it (``bootstrap=`` points it at
-    another broker than the session's, and then the session's cluster is not started for
-    it; ``server={"tls": ...}`` serves https)."""
+def start_proxy_on(topic: str) -> ProxyFactory:
+    """``async with start_proxy_on(bootstrap, **sections) as url:`` — a real proxy on a
+    loopback port, served exactly as ``lineage-proxy serve`` serves it, on the broker the
+    test chose (a Tansu, an address where nothing listens): no Apache Kafka, so the test
+    stays in the quick tier (``server={"tls": ...}`` serves https)."""
 
     @asynccontextmanager
-    async def start(bootstrap: str | None = None, **sections: dict[str, Any]) -> AsyncIterator[str]:
+    async def start(bootstrap: str, **sections: dict[str, Any]) -> AsyncIterator[str]:
         sections["server"] = {"host": "127.0.0.1", "port": 0, **sections.get("server", {})}
-        if bootstrap is None:
-            session_broker: KafkaCluster = request.getfixturevalue("broker")
-            bootstrap = session_broker.bootstrap_servers
         config = proxy_config(bootstrap, topic, **sections)
         async with serving(create_app(config), listener_tls(config)) as port:
             yield f"{'https' if config.server.tls else 'http'}://127.0.0.1:{port}"
+
+    return start
+
+
+@pytest.fixture
+def start_proxy(broker: KafkaCluster, start_proxy_on: ProxyFactory) -> ProxyFactory:
+    """``async with start_proxy(**sections) as url:`` — :func:`start_proxy_on` on the
+    session's Apache Kafka cluster (``bootstrap=`` another broker; a test on that one
+    alone takes ``start_proxy_on`` and needs no cluster)."""
+
+    def start(bootstrap: str | None = None, **sections: dict[str, Any]) -> Any:
+        return start_proxy_on(bootstrap or broker.bootstrap_servers, **sections)
 
     return start
 
@@ -153,7 +175,10 @@ TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 def pytest_configure(config: pytest.Config) -> None:
     """Every test process gives the JVMs it starts TEST_JVM_OPTIONS (unless the caller
     chose other options). The controlling process (or the only one) makes the figures
-    directory; xdist workers, started later, inherit its name through the environment."""
+    directory; xdist workers, started later, inherit its name through the environment.
+    The tiers' hooks (tests/support/tiers.py) mark ``full`` the tests that need a JVM, dbt,
+    PostgreSQL or Chromium."""
+    config.pluginmanager.register(tiers, "lineage-proxy-tiers")
     os.environ.setdefault("JDK_JAVA_OPTIONS", TEST_JVM_OPTIONS)
     if not hasattr(config, "workerinput"):
         os.environ[FIGURES_DIRECTORY] = tempfile.mkdtemp(prefix="lineage-proxy-test-figures-")

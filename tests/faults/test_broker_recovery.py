@@ -62,12 +62,12 @@ def _recovery(load: LoadResult, since: float) -> float | None:
 
 
 async def test_broker_paused_then_resumed_serves_2xx_again_without_restart(
-    start_proxy, dedicated_broker: EmbeddedBroker, topic
+    start_proxy_on, dedicated_broker: EmbeddedBroker, topic
 ):
     pid = dedicated_broker.pid
     assert pid is not None
     async with (
-        start_proxy(bootstrap=dedicated_broker.bootstrap_servers, kafka=NO_SPOOL) as url,
+        start_proxy_on(bootstrap=dedicated_broker.bootstrap_servers, kafka=NO_SPOOL) as url,
         ClientSession() as probe,
     ):
 
@@ -101,11 +101,11 @@ async def test_broker_paused_then_resumed_serves_2xx_again_without_restart(
 
 
 async def test_broker_replaced_on_same_address_serves_2xx_again_and_loses_nothing(
-    start_proxy, dedicated_broker: EmbeddedBroker, topic
+    start_proxy_on, dedicated_broker: EmbeddedBroker, topic
 ):
     first_broker = dedicated_broker
     async with (
-        start_proxy(bootstrap=first_broker.bootstrap_servers, kafka=NO_SPOOL) as url,
+        start_proxy_on(bootstrap=first_broker.bootstrap_servers, kafka=NO_SPOOL) as url,
         ClientSession() as probe,
     ):
         # What the first broker holds is read before it dies (it keeps nothing on disk).

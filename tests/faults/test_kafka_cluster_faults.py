@@ -31,6 +31,7 @@ from tests.sample_events import facet, run_event
 from tests.support.kafka_cluster import KafkaCluster
 from tests.support.kafka_reader import read_all_produced_so_far
 from tests.support.load import LoadResult, compare, kafka_run_ids, post_events
+from tests.support.tiers import starts
 from tests.support.waiting import wait_for
 
 # Cluster starts and broker restarts are minutes of JVM time on a loaded 2-core machine.
@@ -52,6 +53,7 @@ def _heal(cluster: KafkaCluster) -> None:
 
 
 @pytest.fixture(scope="module")
+@starts("a private Apache Kafka cluster (JVMs)")
 def fault_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
     directory = tmp_path_factory.mktemp("fault-kafka")
     cluster = KafkaCluster(directory, brokers=3).start()
@@ -107,10 +109,10 @@ async def _fault_under_load(
 
 
 async def test_partition_leader_sigkilled_under_load_then_restarted_loses_nothing(
-    start_proxy, whole_cluster: KafkaCluster, topic
+    start_proxy_on, whole_cluster: KafkaCluster, topic
 ):
     cluster = whole_cluster
-    async with start_proxy(bootstrap=cluster.bootstrap_servers, kafka=NO_SPOOL) as url:
+    async with start_proxy_on(bootstrap=cluster.bootstrap_servers, kafka=NO_SPOOL) as url:
         before = await _all_2xx(url, 64)
         leader = await asyncio.to_thread(cluster.leader_of, topic, 0)
 
@@ -145,10 +147,10 @@ async def test_partition_leader_sigkilled_under_load_then_restarted_loses_nothin
     "seconds", [8, pytest.param(60, marks=pytest.mark.long)], ids=["8s", "60s"]
 )
 async def test_broker_sigstopped_under_load_loses_nothing(
-    start_proxy, whole_cluster: KafkaCluster, topic, seconds: int
+    start_proxy_on, whole_cluster: KafkaCluster, topic, seconds: int
 ):
     cluster = whole_cluster
-    async with start_proxy(bootstrap=cluster.bootstrap_servers, kafka=NO_SPOOL) as url:
+    async with start_proxy_on(bootstrap=cluster.bootstrap_servers, kafka=NO_SPOOL) as url:
         before = await _all_2xx(url, 64)
         paused = await asyncio.to_thread(cluster.leader_of, topic, 0)
 
@@ -180,10 +182,10 @@ async def test_broker_sigstopped_under_load_loses_nothing(
 
 
 async def test_active_controller_sigkilled_under_load_loses_nothing(
-    start_proxy, whole_cluster: KafkaCluster, topic
+    start_proxy_on, whole_cluster: KafkaCluster, topic
 ):
     cluster = whole_cluster
-    async with start_proxy(bootstrap=cluster.bootstrap_servers, kafka=NO_SPOOL) as url:
+    async with start_proxy_on(bootstrap=cluster.bootstrap_servers, kafka=NO_SPOOL) as url:
         before = await _all_2xx(url, 64)
         controller = cluster.active_controller()
         assert controller is not None
@@ -220,10 +222,10 @@ async def test_active_controller_sigkilled_under_load_loses_nothing(
 
 
 async def test_whole_cluster_stopped_and_restarted_keeps_everything_acknowledged(
-    start_proxy, whole_cluster: KafkaCluster, topic
+    start_proxy_on, whole_cluster: KafkaCluster, topic
 ):
     cluster = whole_cluster
-    async with start_proxy(bootstrap=cluster.bootstrap_servers) as url:
+    async with start_proxy_on(bootstrap=cluster.bootstrap_servers) as url:
         before = await _all_2xx(url, 300)
         began = time.monotonic()
         await asyncio.to_thread(cluster.stop)
@@ -278,6 +280,7 @@ def _destination_details(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
+@starts("a private Apache Kafka cluster (JVMs)")
 def controller_apart(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
     """3 brokers whose KRaft quorum lives on node 1 only, as when controllers run on
     machines of their own: brokers 2 and 3 can die while the controller goes on, fences
@@ -320,11 +323,11 @@ async def _post_in_order(url: str, first: int, last: int) -> list[tuple[int, int
 
 
 async def test_two_of_three_brokers_down_spool_takes_events_and_drains_in_order_per_key(
-    start_proxy, controller_apart: KafkaCluster, topic
+    start_proxy_on, controller_apart: KafkaCluster, topic
 ):
     cluster = controller_apart
     await asyncio.to_thread(_heal, cluster)
-    async with start_proxy(bootstrap=cluster.bootstrap_servers) as url:
+    async with start_proxy_on(bootstrap=cluster.bootstrap_servers) as url:
         acked = await _post_in_order(url, 0, 4)
         for node in (2, 3):
             await asyncio.to_thread(cluster.kill, node)

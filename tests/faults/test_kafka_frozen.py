@@ -24,7 +24,7 @@ from confluent_kafka import Producer
 from proxy.destinations.kafka_client_logs import cluster_log, kafka_client_config
 from proxy.embedded_broker import EmbeddedBroker
 from tests.faults.figures import report
-from tests.integration.test_status_page import chromium, text_of
+from tests.integration.test_status_page import text_of
 from tests.sample_events import run_event
 from tests.support.load import compare, kafka_run_ids, post_events
 from tests.support.waiting import wait_for
@@ -40,12 +40,12 @@ async def _json(url: str) -> tuple[int, dict[str, Any]]:
 
 
 async def test_frozen_broker_keeps_the_proxy_ready_but_degraded_and_says_why_everywhere(
-    start_proxy, dedicated_broker: EmbeddedBroker, topic, tmp_path: Path, caplog
+    start_proxy_on, browser, dedicated_broker: EmbeddedBroker, topic, tmp_path: Path, caplog
 ):
     caplog.set_level(logging.INFO, logger="proxy.destinations.kafka_client_logs")
     servers = dedicated_broker.bootstrap_servers
     spool_dir = tmp_path / "spool"
-    async with start_proxy(bootstrap=servers, kafka={"spool": {"directory": spool_dir}}) as url:
+    async with start_proxy_on(bootstrap=servers, kafka={"spool": {"directory": spool_dir}}) as url:
         before = await post_events(url, (run_event() for _ in range(5)))
         assert (await _json(f"{url}/readyz"))[1]["status"] == "ready"
         # A second client of the cluster, connected before the freeze, statistics often.
@@ -62,7 +62,7 @@ async def test_frozen_broker_keeps_the_proxy_ready_but_degraded_and_says_why_eve
             await wait_for(lambda: _degraded(url), within=60, what="/readyz to say degraded")
             ready_status, ready = await _json(f"{url}/readyz")
             _, status = await _json(f"{url}/api/v1/status")
-            dom = (await chromium(f"{url}/", tmp_path / "profile", "--dump-dom")).decode()
+            dom = (await browser(f"{url}/", tmp_path / "profile", "--dump-dom")).decode()
             # librdkafka reports the cluster down (as it does once its requests time
             # out); statistics of a client whose connection to the frozen broker stays
             # open ("UP", the kernel holds it) must not end that outage.

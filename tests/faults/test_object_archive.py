@@ -52,6 +52,7 @@ from tests.support.consumers import (
 from tests.support.ports import free_port
 from tests.support.s3_server import BUCKET, S3Server, object_archive_target, s3_credentials
 from tests.support.slow_link import SlowLink
+from tests.support.tiers import starts
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group("s3")]
@@ -71,6 +72,7 @@ _SERVER_TEMPORARY = re.compile(
 
 
 @pytest.fixture(scope="module")
+@starts("S3Proxy (a JVM)")
 def s3(tmp_path_factory) -> Iterator[S3Server]:
     """One S3Proxy for the module; a test that stops it starts it again."""
     server = S3Server(tmp_path_factory.mktemp("s3")).start()

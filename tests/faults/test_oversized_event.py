@@ -108,13 +108,13 @@ async def test_key_and_headers_count_toward_the_limit_before_any_write_single_an
 
 
 async def test_with_kafka_down_an_event_too_large_with_its_key_is_not_spooled(
-    start_proxy, tmp_path: Path
+    start_proxy_on, tmp_path: Path
 ):
     """Before: spooled with a 2xx, then refused by Kafka forever (the drain stuck)."""
     spool = {"spool": {"directory": fresh_spool_directory()}}
     long_name = run_event(name="n" * 600_000)
     async with (
-        start_proxy(bootstrap=f"127.0.0.1:{free_port()}", kafka=spool) as url,
+        start_proxy_on(bootstrap=f"127.0.0.1:{free_port()}", kafka=spool) as url,
         ClientSession() as session,
     ):
         response = await session.post(f"{url}/api/v1/lineage", data=orjson.dumps(long_name))

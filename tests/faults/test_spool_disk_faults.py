@@ -127,7 +127,7 @@ async def _drained(url: str) -> bool:
 
 
 async def test_a_full_spool_disk_under_load_loses_and_reorders_nothing_acknowledged(
-    start_proxy, topic, caplog: pytest.LogCaptureFixture
+    start_proxy_on, topic, caplog: pytest.LogCaptureFixture
 ):
     with small_tmpfs("2m") as disk:
         if disk is None:
@@ -135,7 +135,7 @@ async def test_a_full_spool_disk_under_load_loses_and_reorders_nothing_acknowled
         port = free_port()
         spool = {"spool": {"directory": disk / "spool", "write_timeout_seconds": WRITE_TIMEOUT}}
         chains = _Chains()
-        async with start_proxy(bootstrap=f"127.0.0.1:{port}", kafka=spool) as url:
+        async with start_proxy_on(bootstrap=f"127.0.0.1:{port}", kafka=spool) as url:
             await chains.post(url, 20)
 
             filled = threading.Event()
@@ -215,14 +215,14 @@ def _stallable_fsync(directory: Path) -> Iterator[threading.Event]:
 
 
 async def test_a_stalled_spool_disk_answers_503_within_the_deadline_and_says_not_ready(
-    start_proxy, topic
+    start_proxy_on, topic
 ):
     port = free_port()
     directory = fresh_spool_directory()
     spool = {"spool": {"directory": directory, "write_timeout_seconds": WRITE_TIMEOUT}}
     chains = _Chains()
     with _stallable_fsync(directory) as flowing:
-        async with start_proxy(bootstrap=f"127.0.0.1:{port}", kafka=spool) as url:
+        async with start_proxy_on(bootstrap=f"127.0.0.1:{port}", kafka=spool) as url:
             await chains.post(url, 20)
             flowing.clear()
             stalled_at = time.monotonic()
@@ -260,7 +260,7 @@ async def test_a_stalled_spool_disk_answers_503_within_the_deadline_and_says_not
 
 
 async def test_a_spooled_event_kafka_refuses_for_good_is_set_aside_and_shown_to_the_operator(
-    start_proxy, topic
+    start_proxy_on, topic
 ):
     """Spooled while Kafka was away under a higher message.max.bytes, then the proxy
     restarts with the default (about 1 MB): the drain sets the event aside, goes on, and
@@ -275,12 +275,12 @@ async def test_a_spooled_event_kafka_refuses_for_good_is_set_aside_and_shown_to_
     }
     after = run_event(name="big")
     roomy = {"spool": {"directory": directory}, "producer": {"message.max.bytes": 3_000_000}}
-    async with start_proxy(bootstrap=f"127.0.0.1:{port}", kafka=roomy) as url:
+    async with start_proxy_on(bootstrap=f"127.0.0.1:{port}", kafka=roomy) as url:
         load = await post_events(url, [big, after], concurrency=1)
     assert load.statuses == {200: 2}  # both spooled
     with EmbeddedBroker(port) as broker:
         default = {"spool": {"directory": directory}}
-        async with start_proxy(bootstrap=broker.bootstrap_servers, kafka=default) as url:
+        async with start_proxy_on(bootstrap=broker.bootstrap_servers, kafka=default) as url:
             drained = await _drained(url)
             ready_status, ready_body = await _readyz(url)
             async with aiohttp.ClientSession() as session:

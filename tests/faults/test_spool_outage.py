@@ -76,11 +76,11 @@ async def _drained_within(url: str, seconds: float) -> float | None:
 
 
 async def test_broker_absent_at_start_events_are_spooled_then_arrive_in_order_with_keys(
-    start_proxy, topic
+    start_proxy_on, topic
 ):
     port = free_port()
     chains = [_chain(f"job-{i}", 63) for i in range(32)]  # 2,016 events, 32 keys
-    async with start_proxy(bootstrap=f"127.0.0.1:{port}", kafka=_spool()) as url:
+    async with start_proxy_on(bootstrap=f"127.0.0.1:{port}", kafka=_spool()) as url:
         async with ClientSession() as session:
             probe = run_event(name="probe")
             async with session.post(f"{url}/api/v1/lineage", data=orjson.dumps(probe)) as first:
@@ -131,12 +131,12 @@ async def test_broker_absent_at_start_events_are_spooled_then_arrive_in_order_wi
 
 @pytest.mark.slow
 async def test_broker_killed_mid_load_and_replaced_every_event_acknowledged_after_is_found(
-    start_proxy, topic
+    start_proxy_on, topic
 ):
     first = EmbeddedBroker(port=free_port()).start()
     port = first.port
     try:
-        async with start_proxy(bootstrap=first.bootstrap_servers, kafka=_spool()) as url:
+        async with start_proxy_on(bootstrap=first.bootstrap_servers, kafka=_spool()) as url:
             second = EmbeddedBroker(port)
 
             async def kill_and_replace() -> tuple[float, float]:
@@ -284,11 +284,13 @@ def _alive(url: str, proxy: ServeProcess) -> None:
     )
 
 
-async def test_full_spool_answers_503_and_everything_acknowledged_is_delivered(start_proxy, topic):
+async def test_full_spool_answers_503_and_everything_acknowledged_is_delivered(
+    start_proxy_on, topic
+):
     port = free_port()
     event_bytes = len(orjson.dumps(run_event()))
     spool = _spool(max_bytes=40 * (event_bytes + 300))
-    async with start_proxy(bootstrap=f"127.0.0.1:{port}", kafka=spool) as url:
+    async with start_proxy_on(bootstrap=f"127.0.0.1:{port}", kafka=spool) as url:
         load = await post_events(url, (run_event() for _ in range(100)), concurrency=4)
         async with (
             ClientSession() as session,

@@ -27,11 +27,11 @@ def _samples(text: str, name: str) -> dict[str, float]:
     }
 
 
-async def test_kafka_down_shows_unreachable_and_the_spool_limit(start_proxy: ProxyFactory):
+async def test_kafka_down_shows_unreachable_and_the_spool_limit(start_proxy_on: ProxyFactory):
     nowhere = f"127.0.0.1:{free_port()}"
     spool = {"max_bytes": 3_000_000, "after_seconds": 0.5, "directory": fresh_spool_directory()}
     kafka = {"create_topics": False, "producer": {"delivery.timeout.ms": 1000}, "spool": spool}
-    async with start_proxy(bootstrap=nowhere, kafka=kafka) as url, ClientSession() as session:
+    async with start_proxy_on(bootstrap=nowhere, kafka=kafka) as url, ClientSession() as session:
         resp = await session.post(f"{url}/api/v1/lineage", data=orjson.dumps(run_event()))
         assert resp.status < 300, await resp.text()
         metrics = await (await session.get(f"{url}/metrics")).text()

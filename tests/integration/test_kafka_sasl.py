@@ -49,6 +49,7 @@ from tests.support.metrics import sample
 from tests.support.paths import REPO
 from tests.support.ports import free_port
 from tests.support.processes import ServeProcess, stop_process, wait_until_ready
+from tests.support.tiers import starts
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -97,6 +98,7 @@ def _documented_producer() -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
+@starts("Apache Kafka with a SASL_SSL listener (a JVM)")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
     directory = tmp_path_factory.mktemp("sasl")
     ca = TestCA(directory)

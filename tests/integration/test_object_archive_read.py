@@ -35,6 +35,7 @@ from tests.support.s3_server import (
     object_archive_target,
     s3_credentials,
 )
+from tests.support.tiers import starts
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("s3")]
 
@@ -49,6 +50,7 @@ ARCHIVED = [
 
 
 @pytest.fixture(scope="module")
+@starts("S3Proxy (a JVM)")
 def s3(tmp_path_factory) -> Iterator[S3Server]:
     server = S3Server(tmp_path_factory.mktemp("s3")).start()
     server.client().create_bucket(Bucket=BUCKET)

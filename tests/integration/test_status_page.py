@@ -3,12 +3,10 @@ headless Chromium (docs/operate/status-page.md)."""
 
 from __future__ import annotations
 
-import asyncio
 import html
 import re
 import shutil
 import uuid
-from pathlib import Path
 
 import orjson
 import pytest
@@ -20,7 +18,6 @@ from tests.support.paths import REPO
 
 pytestmark = pytest.mark.integration
 
-CHROMIUM = "chromium"
 ARTIFACTS = REPO / "test-artifacts"
 # What the page shows where it has no figure yet (an en dash).
 NO_FIGURE = "\u2013"
@@ -89,7 +86,7 @@ async def test_status_json_counts_traffic_and_lists_rejections_without_payload(s
 
 
 async def test_status_page_needs_a_token_when_auth_is_on_and_it_and_the_tap_can_be_switched_off(
-    start_proxy, tmp_path
+    start_proxy, browser, tmp_path
 ):
     async with start_proxy(auth=AUTH) as url:
         page_status, page, headers = await get(f"{url}/ui")
@@ -100,9 +97,9 @@ async def test_status_page_needs_a_token_when_auth_is_on_and_it_and_the_tap_can_
         assert (await get(f"{url}/api/v1/status", Authorization="Bearer secret-ops"))[0] == 200
         assert await send(url, [run_event()], Authorization="Bearer secret-ops") == [200]
         # The page asks for the token, or takes it from the address (#token=, never sent).
-        asks = (await chromium(f"{url}/ui", tmp_path / "a", "--dump-dom")).decode()
+        asks = (await browser(f"{url}/ui", tmp_path / "a", "--dump-dom")).decode()
         with_token = f"{url}/ui#token=secret-ops"
-        shows = (await chromium(with_token, tmp_path / "b", "--dump-dom")).decode()
+        shows = (await browser(with_token, tmp_path / "b", "--dump-dom")).decode()
     assert 'id="login" style="display: block;"' in asks
     assert text_of(asks, "accepted-total") == NO_FIGURE
     assert 'id="login" style="display: none;"' in shows
@@ -112,33 +109,6 @@ async def test_status_page_needs_a_token_when_auth_is_on_and_it_and_the_tap_can_
         assert [(await get(f"{url}{path}"))[0] for path in paths] == [404] * 4
 
 
-async def chromium(url: str, profile: Path, *args: str) -> bytes:
-    """Run headless Chromium on ``url`` with ``args``; its stdout. Asynchronous, so the
-    proxy serving the page runs on while the browser loads it."""
-    binary = shutil.which(CHROMIUM)
-    if binary is None:
-        pytest.fail(
-            "chromium is not installed: scripts/test.sh installs it as root "
-            "(apt-get install chromium); the status page is tested in a real browser"
-        )
-    process = await asyncio.create_subprocess_exec(
-        binary,
-        *("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run"),
-        *("--disable-background-networking", "--disable-component-update", "--disable-sync"),
-        "--disable-dev-shm-usage",
-        f"--user-data-dir={profile}",
-        # Virtual time runs the page's script (first poll, rendering) without real waiting.
-        "--virtual-time-budget=8000",
-        *args,
-        url,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), 120)
-    assert process.returncode == 0, err.decode(errors="replace")[-2000:]
-    return out
-
-
 def text_of(dom: str, element_id: str) -> str:
     found = re.search(rf'id="{element_id}"[^>]*>(.*?)</', dom, re.S)
     assert found, f"no #{element_id} in the page"
@@ -146,7 +116,7 @@ def text_of(dom: str, element_id: str) -> str:
 
 
 async def test_status_page_in_headless_chromium_shows_live_figures_and_no_payload(
-    start_proxy, tmp_path
+    start_proxy, browser, tmp_path
 ):
     marker = f"payload-{uuid.uuid4().hex}"
     valid, invalid = traffic(marker)
@@ -154,8 +124,8 @@ async def test_status_page_in_headless_chromium_shows_live_figures_and_no_payloa
     async with start_proxy() as url:
         assert await send(url, valid) == [200, 200, 200]
         assert await send(url, invalid) == [400, 400]
-        dom = (await chromium(f"{url}/", tmp_path / "profile", "--dump-dom")).decode()
-        await chromium(
+        dom = (await browser(f"{url}/", tmp_path / "profile", "--dump-dom")).decode()
+        await browser(
             f"{url}/",
             tmp_path / "profile",
             f"--screenshot={screenshot}",

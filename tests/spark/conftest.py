@@ -19,6 +19,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from spark_emitter import LineageEmitter, enable_lineage
+from tests.support.tiers import starts
 
 
 class LineageReceiver:
@@ -65,6 +66,7 @@ def lineage_receiver() -> Iterator[LineageReceiver]:
 
 
 @pytest.fixture(scope="session")
+@starts("a SparkSession (a JVM)")
 def spark_session(
     tmp_path_factory: pytest.TempPathFactory, lineage_receiver: LineageReceiver
 ) -> Iterator[tuple[SparkSession, LineageEmitter]]:

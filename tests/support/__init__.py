@@ -3,7 +3,7 @@ worker (ports.py), one sync and one async ``wait_for`` (waiting.py), processes s
 as users start them (processes.py), Apache Kafka clusters (kafka_cluster.py), independent
 Kafka readers (kafka_reader.py), client loads and their comparison with what landed
 (load.py), a metrics scraper (metrics.py), the proxy configuration tests start from
-(proxies.py).
+(proxies.py), the two tiers and the plugin that marks the full one (tiers.py).
 
 Under pytest-xdist every worker is a process of its own with its own broker, ports and
 directories (workers.py); nothing here is shared between workers but the figures

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from tests.support.paths import CACHE, REPO
 from tests.support.recording_client import recording_config
+from tests.support.tiers import require_full
 
 __all__ = ["DBT_SPECS", "DbtUnavailable", "dbt_bin_dir", "dbt_ol"]
 
@@ -35,6 +36,7 @@ class DbtUnavailable(RuntimeError):
 
 def dbt_bin_dir() -> Path:
     """The venv's bin directory with dbt and dbt-ol, installed once per DBT_SPECS."""
+    require_full("dbt (a virtualenv of its own)")
     VENV.parent.mkdir(parents=True, exist_ok=True)
     with (VENV.parent / ".dbt-venv.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

@@ -42,6 +42,7 @@ from confluent_kafka.admin import AdminClient
 
 from tests.support.paths import REPO
 from tests.support.ports import free_port
+from tests.support.tiers import require_full
 
 __all__ = ["SCRAM", "KafkaCluster", "KafkaNode", "SaslSslListener", "kafka_classpath"]
 
@@ -145,6 +146,7 @@ class KafkaCluster:
     ) -> None:
         if brokers not in (1, 3):
             raise ValueError("a test cluster has 1 or 3 brokers")
+        require_full("Apache Kafka (a JVM)")
         self.directory = directory
         self.sasl = sasl
         state = directory / "cluster.json"

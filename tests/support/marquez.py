@@ -56,6 +56,7 @@ import yaml
 
 from tests.support.paths import CACHE, REPO
 from tests.support.ports import free_port
+from tests.support.tiers import require_full
 
 __all__ = [
     "MARQUEZ_VERSION",
@@ -231,6 +232,7 @@ def _plugin(coordinate: str, body: str) -> str:
 
 def ensure_marquez() -> Path:
     """The ``lib`` directory of a runnable Marquez, fetched or built once into the cache."""
+    require_full("Marquez (a JVM)")
     home = marquez_home()
     lib = home / "lib"
     if (home / "ready").is_file():
@@ -322,6 +324,7 @@ class PostgresCluster:
             raise MarquezUnavailable(f"{' '.join(args[:2])} failed: {result.stderr.strip()}")
 
     def start(self) -> None:
+        require_full("PostgreSQL")
         self.data.mkdir(parents=True)
         if self._as:
             shutil.chown(self.data, "nobody")

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.ports import free_port
+from tests.support.tiers import require_full
 
 __all__ = [
     "ACCESS_KEY",
@@ -88,6 +89,7 @@ class S3Server:
         self.log = directory / "s3proxy.log"
 
     def start(self) -> S3Server:
+        require_full("S3Proxy (a JVM)")
         command = [
             "java",
             f"-Dlogback.configurationFile={self._logback}",

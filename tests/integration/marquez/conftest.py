@@ -23,10 +23,12 @@ from tests.faults.figures import report
 from tests.support.consumers import TEST_GROUP, consume_process, status_of
 from tests.support.marquez import MarquezServer, MarquezUnavailable, ensure_marquez, marquez_servers
 from tests.support.ports import free_port
+from tests.support.tiers import starts
 from tests.support.waiting import wait_for
 
 
 @pytest.fixture(scope="session")
+@starts("Marquez (a JVM) and PostgreSQL")
 def marquez() -> Iterator[dict[str, MarquezServer]]:
     """``{"direct": …, "proxied": …}``, two real Marquez 0.50.0 servers.
 
