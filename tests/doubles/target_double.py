@@ -7,8 +7,9 @@ refused) and :meth:`up` listens again on the same port, :meth:`hold_after` keeps
 waiting (unanswered, not stored) once N events are stored, until :meth:`release`, and
 ``delay_seconds`` makes every answer that much slower (a busy target). Accepted events
 land in ``.events`` in arrival order; every request's status lands in ``.answers`` and
-its time (monotonic) in ``.answer_times``. Used directly it is a plain HTTP receiver (any
-JSON object or array at ``path`` → 200), the generic target.
+its time (monotonic) in ``.answer_times``, and the body of each request a knob failed in
+``.failed_bodies`` (how often each event was tried during an outage). Used directly it
+is a plain HTTP receiver (any JSON object or array at ``path`` → 200), the generic target.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class TargetDouble:
         self.events: list[dict[str, Any]] = []
         self.answers: list[int] = []
         self.answer_times: list[float] = []
+        self.failed_bodies: list[bytes] = []
         self._failing_until = 0.0
         self._failing_status = 503
         self.port = 0
@@ -139,8 +141,10 @@ class TargetDouble:
         if self.delay_seconds:
             await asyncio.sleep(self.delay_seconds)
         if time.monotonic() < self._failing_until:
+            self.failed_bodies.append(await request.read())
             response = web.Response(status=self._failing_status)
         elif self._failures:
+            self.failed_bodies.append(await request.read())
             failure = self._failures[0]
             failure.remaining -= 1
             if failure.remaining <= 0:
