@@ -1,7 +1,13 @@
 """A 2xx is sent only after the event's bytes are fsynced: the system calls of the proxy
 process, recorded with strace, show the fsync of the spool segment (Kafka unreachable) or
 of the archive file (an archive route) finishing before the response is written to that
-request's socket.
+request's socket — and, since a file's data survives a power loss only if its name does,
+an fsync of the directory holding that file (on a descriptor opened ``O_RDONLY |
+O_DIRECTORY`` on it) after the file was created and before the response.
+
+Seen failing: without ``fsync_directory`` after ``os.open`` of a new spool segment
+(``Spool._new_segment``) or of a new archive file (``_open_file``'s ``fsync_directory(
+folder)``), every client of the test was listed as answered before its directory's fsync.
 
 Nothing else can catch a missing fsync: a killed process leaves its writes in the page
 cache, so crash tests find the data either way; only a power loss would not, and no test
@@ -41,12 +47,17 @@ default: {to: [archive]}
 """
 # The calls a durable answer is made of: writing and syncing files, and answering on a
 # socket (the default loop sends with send(), uvloop writes with write()/writev()).
-TRACED = "fsync,fdatasync,write,writev,pwrite64,sendto,sendmsg"
+TRACED = "openat,fsync,fdatasync,write,writev,pwrite64,sendto,sendmsg"
 # One strace line: "<pid> <call>(<fd><path or socket>, …" or the end of a call that
 # another thread interrupted: "<pid> <... <call> resumed>…".
 CALL = re.compile(r"^\d+\s+(?P<call>\w+)\((?P<fd>\d+)<(?P<what>[^<]*?)>(?=[,) ])")
 RESUMED = re.compile(r"^\d+\s+<\.\.\. (?P<call>\w+) resumed>")
 UNFINISHED = "<unfinished ...>"
+# "<pid> openat(<dirfd>, "<path>", <flags>[, <mode>]) = <fd><path>" (or unfinished), and the
+# descriptor an openat returned, at the end of its line or of its resumed line.
+OPENAT = re.compile(r'^\d+\s+openat\([^,]*, "(?:[^"\\]|\\.)*"(?:\.\.\.)?, (?P<flags>[A-Z_|]+)')
+RETURNED = re.compile(r"= (?P<fd>\d+)<(?P<what>[^<>]*)>$")
+ANSWERS = {"write", "writev", "sendto", "sendmsg"}
 
 
 @contextmanager
@@ -122,11 +133,7 @@ def synced_before_answer(trace: str, client: str, data_file: re.Pattern[str]) ->
         if call is None:
             continue
         name, what = call["call"], call["what"]
-        if (
-            what.startswith("TCP:")
-            and client in what
-            and name in {"write", "writev", "sendto", "sendmsg"}
-        ):
+        if _answers(client, name, what):
             return wrote_any and not written_since_sync
         if data_file.search(what):
             if name in {"fsync", "fdatasync"}:
@@ -136,6 +143,82 @@ def synced_before_answer(trace: str, client: str, data_file: re.Pattern[str]) ->
                     written_since_sync = False
             else:
                 written_since_sync = wrote_any = True
+    raise AssertionError(f"no answer on {client}'s connection in the trace")
+
+
+def _answers(client: str, call: str, what: str) -> bool:
+    """Whether ``call`` on ``what`` writes the response on ``client``'s connection."""
+    return what.startswith("TCP:") and client in what and call in ANSWERS
+
+
+class _Names:
+    """What the trace says, up to a point, about names: the data files created (line of
+    their creation), the descriptors opened ``O_RDONLY | O_DIRECTORY`` on a directory, and
+    the line each directory's last successful fsync on such a descriptor ended on."""
+
+    def __init__(self, data_file: re.Pattern[str]) -> None:
+        self.data_file = data_file
+        self.created: dict[str, int] = {}
+        self.directory_fds: set[tuple[str, str]] = set()
+        self.directory_synced: dict[str, int] = {}
+
+    def opened(self, flags: str, line: str, number: int) -> None:
+        returned = RETURNED.search(line.rstrip())
+        if returned is None:
+            return  # failed (= -1 ENOENT…)
+        fd, what = returned["fd"], returned["what"]
+        names = set(flags.split("|"))
+        if "O_CREAT" in names and self.data_file.search(what):
+            self.created[what] = number
+        if {"O_RDONLY", "O_DIRECTORY"} <= names:
+            self.directory_fds.add((fd, what))
+
+    def synced(self, directory: str, line: str, number: int) -> None:
+        if line.rstrip().endswith("= 0"):
+            self.directory_synced[directory] = number
+
+
+def directory_synced_before_answer(trace: str, client: str, data_file: re.Pattern[str]) -> bool:
+    """Whether, before the first write of the response on ``client``'s connection, the
+    directory holding the ``data_file`` written last was fsynced (on a descriptor opened
+    ``O_RDONLY | O_DIRECTORY`` on it) after that file was created."""
+    names = _Names(data_file)
+    written: str | None = None
+    pending: dict[str, tuple[str, str]] = {}  # pid → ("openat", flags) | ("fsync", dir)
+    for number, line in enumerate(trace.splitlines()):
+        pid = line.split(" ", 1)[0]
+        resumed = RESUMED.match(line)
+        if resumed:
+            left, argument = pending.pop(pid, ("", ""))
+            if left == "openat":
+                names.opened(argument, line, number)
+            elif left == "fsync":
+                names.synced(argument, line, number)
+            continue
+        unfinished = line.rstrip().endswith(UNFINISHED)
+        opening = OPENAT.match(line)
+        if opening:
+            if unfinished:
+                pending[pid] = ("openat", opening["flags"])
+            else:
+                names.opened(opening["flags"], line, number)
+            continue
+        call = CALL.match(line)
+        if call is None:
+            continue
+        name, fd, what = call["call"], call["fd"], call["what"]
+        if _answers(client, name, what):
+            if written is None:
+                return False
+            created = names.created.get(written, number)
+            return names.directory_synced.get(os.path.dirname(written), -1) > created
+        if name == "fsync" and (fd, what) in names.directory_fds:
+            if unfinished:
+                pending[pid] = ("fsync", what)
+            else:
+                names.synced(what, line, number)
+        elif data_file.search(what) and name not in {"fsync", "fdatasync"}:
+            written = what
     raise AssertionError(f"no answer on {client}'s connection in the trace")
 
 
@@ -164,6 +247,8 @@ def test_a_spooled_event_is_fsynced_before_its_2xx(tmp_path: Path) -> None:
     recorded = trace.read_text()
     unsynced = [c for c in clients if not synced_before_answer(recorded, c, SEGMENT)]
     assert unsynced == [], f"2xx before the spool's fsync on {unsynced}"
+    unnamed = [c for c in clients if not directory_synced_before_answer(recorded, c, SEGMENT)]
+    assert unnamed == [], f"2xx before the new segment's directory was fsynced on {unnamed}"
 
 
 @pytest.mark.slow
@@ -182,6 +267,8 @@ def test_an_archived_event_is_fsynced_before_its_2xx(tmp_path: Path, broker) -> 
     recorded = trace.read_text()
     unsynced = [c for c in clients if not synced_before_answer(recorded, c, ARCHIVE_FILE)]
     assert unsynced == [], f"2xx before the archive file's fsync on {unsynced}"
+    unnamed = [c for c in clients if not directory_synced_before_answer(recorded, c, ARCHIVE_FILE)]
+    assert unnamed == [], f"2xx before the new archive file's directory was fsynced on {unnamed}"
 
 
 SEGMENT = re.compile(r"/segment-\d+\.spool$")
