@@ -70,13 +70,14 @@ def _dead_letter_problem(daemon: Any) -> str | None:
 
 
 async def test_a_dead_letter_the_dlq_refuses_holds_its_offset_until_the_dlq_takes_it(
-    broker, topic_with
+    broker, topic_with, caplog
 ):
     """Seen failing (1) with the dead letter given up after a failed write
     (``DeadLetterTopic.send`` returning instead of retrying: the event silently lost):
     the stopped daemon had committed offset 5, past the event, and the DLQ stayed empty;
-    (2) on the code before this test (it retried, but counted nothing and /healthz was
-    silent): no failed write was ever counted."""
+    (2) on the code before this test (it retried, but counted nothing, /healthz was
+    silent and every attempt logged a line): no failed write was ever counted; (3) with
+    the line logged at every attempt instead of rate-limited: 3 lines instead of 1."""
     bootstrap = broker.bootstrap_servers
     topic = topic_with(1)
     dlq = f"{topic}.dlq"
@@ -93,8 +94,8 @@ async def test_a_dead_letter_the_dlq_refuses_holds_its_offset_until_the_dlq_take
             await asyncio.to_thread(produce, bootstrap, topic, messages)
             await wait_for(lambda: len(marquez.events) >= 3, what="the other lane's events")
             await wait_for(
-                lambda: metric(first, "dead_letter_write_failures") >= 1,
-                what="a failed dead-letter write",
+                lambda: metric(first, "dead_letter_write_failures") >= 3,
+                what="three failed dead-letter writes",
             )
             # Asserted after the offsets, which matter most.
             named = await eventually(lambda: _dead_letter_problem(first) is not None)
@@ -103,6 +104,7 @@ async def test_a_dead_letter_the_dlq_refuses_holds_its_offset_until_the_dlq_take
                 "lineage_consumer_dead_letters_waiting", {"consumer": "a"}
             )
             failures_first = metric(first, "dead_letter_write_failures")
+            logged = [r for r in caplog.records if "cannot be written to" in r.getMessage()]
         # The daemon has stopped (its last commit is made): whatever it committed and
         # delivered is final, nothing is still on its way.
         held_at = await asyncio.to_thread(committed_offsets, bootstrap, group, topic, 1)
@@ -112,6 +114,9 @@ async def test_a_dead_letter_the_dlq_refuses_holds_its_offset_until_the_dlq_take
         assert named and problem is not None, "/healthz did not name the unwritable dead letter"
         assert dlq in problem and "too large" in problem.lower(), problem
         assert waiting == 1
+        # Said once (rate-limited), naming the event and the broker's answer.
+        assert len(logged) == 1, [r.getMessage() for r in logged]
+        assert f"{topic}[0]@1" in logged[0].getMessage()
 
         # 2. A restarted daemon reads it again and waits again; then the DLQ takes it.
         async with running(bootstrap, config, "b") as second:
