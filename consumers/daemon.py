@@ -11,18 +11,18 @@ smaller). A partition's stripe count is fixed while it is assigned, so a key nev
 to another lane.
 
 Each message ends exactly one way — delivered, skipped as a duplicate, or dead-lettered —
-and only then is its offset done. For a target whose result depends on arrival order
-(Marquez; ``ordering: acknowledged``) there are no lanes: one scheduler takes events in
-the order the proxy acknowledged them, merged across partitions, and starts each once no
-earlier event in flight names the same run, job, dataset or new namespace
-(:mod:`consumers.ordered`). Only a message the target refuses (or that is not a
-JSON object) is dead-lettered: a retriable failure blocks its lane, retried with capped
-backoff and paced by the circuit breaker, until the target takes the event — or until it
-failed ``dead_letter.attempts_while_target_up`` times while the target took other events
-(proxy/destinations/failing_event.py), then it is refused. The
-committed offset of a partition is the lowest offset not yet done
-(:class:`~consumers.offsets.OffsetTracker`), committed every ``commit_interval_seconds``,
-when partitions are revoked, and at shutdown.
+and only then is its offset done; a dead letter the DLQ does not take yet is tried again
+until it does (its lane waits, see consumers/dead_letter.py), never dropped. For a target
+whose result depends on arrival order (Marquez; ``ordering: acknowledged``) there are no
+lanes: one scheduler takes events in the order the proxy acknowledged them, merged across
+partitions, and starts each once no earlier event in flight names the same run, job,
+dataset or new namespace (:mod:`consumers.ordered`). Only a message the target refuses (or
+that is not a JSON object) is dead-lettered: a retriable failure blocks its lane, retried
+with capped backoff and paced by the circuit breaker, until the target takes the event — or
+until it failed ``dead_letter.attempts_while_target_up`` times while the target took other
+events (proxy/destinations/failing_event.py), then it is refused. The committed offset of a
+partition is the lowest offset not yet done (:class:`~consumers.offsets.OffsetTracker`),
+committed every ``commit_interval_seconds``, when partitions are revoked, and at shutdown.
 """
 
 from __future__ import annotations
@@ -119,7 +119,12 @@ class ConsumerDaemon:
         self._create_topics = create_topics
         self._topic_partitions = topic_partitions
         self._dlq_producer = KafkaProducer(producer_settings(bootstrap_servers, cluster_settings))
-        self.dead_letter = DeadLetterTopic(self._dlq_producer, config.dead_letter.topic, name)
+        self.dead_letter = DeadLetterTopic(
+            self._dlq_producer,
+            config.dead_letter.topic,
+            name,
+            on_failure=self.metrics.dead_letter_write_failures.inc,
+        )
         self.dedupe = (
             DedupeCache(config.dedupe.max_entries, config.dedupe.journal)
             if config.dedupe.enabled
@@ -169,6 +174,7 @@ class ConsumerDaemon:
         self._stopping = False
         self._unassigned_since: float | None = time.monotonic()
         self.metrics.assigned_partitions.set_function(lambda: len(self._trackers))
+        self.metrics.dead_letters_waiting.set_function(lambda: self.dead_letter.waiting)
         self.metrics.kafka_unreachable.set_function(
             lambda: self.source.unreachable_since is not None
         )
@@ -615,6 +621,8 @@ class ConsumerDaemon:
                 f"circuit {self.breaker.state.value}: the target fails ({self._last_failure}); "
                 f"deliveries wait, next probe in {self.breaker.seconds_to_probe():.1f} s"
             )
+        if (dead_letters := self.dead_letter.problem()) is not None:
+            problems.append(dead_letters)
         return problems
 
 

@@ -28,12 +28,19 @@ class ConsumerMetrics:
             metric = Counter(name, doc, ["consumer", *extra], registry=self.registry)
             return metric if extra else metric.labels(**labels)
 
+        def gauge(name: str, doc: str) -> Gauge:
+            return Gauge(name, doc, ["consumer"], registry=self.registry).labels(**labels)
+
         self.delivered = counter("lineage_consumer_delivered", "Events the target accepted.")
         self.retried = counter("lineage_consumer_retried", "Delivery attempts retried.")
         self.dead_lettered = counter(
             "lineage_consumer_dead_lettered",
             "Messages sent to the dead-letter topic, by why (poison, refused).",
             ("why",),
+        )
+        self.dead_letter_write_failures = counter(
+            "lineage_consumer_dead_letter_write_failures",
+            "Attempts to write a dead letter that failed (retried; its offset is held).",
         )
         self.duplicates_skipped = counter(
             "lineage_consumer_duplicates_skipped",
@@ -52,26 +59,24 @@ class ConsumerMetrics:
             ["consumer", "topic", "partition"],
             registry=self.registry,
         )
-        self.circuit_open = Gauge(
+        self.circuit_open = gauge(
             "lineage_consumer_circuit_open",
             "1 while the circuit breaker holds deliveries back (target down).",
-            ["consumer"],
-            registry=self.registry,
-        ).labels(**labels)
+        )
         # Read on scrape from the daemon (set_function): partitions held now, and whether
         # its Kafka answers — a consumer that lost its partitions has no lag to show.
-        self.assigned_partitions = Gauge(
+        self.assigned_partitions = gauge(
             "lineage_consumer_assigned_partitions",
             "Partitions assigned to the consumer now (0: it delivers nothing).",
-            ["consumer"],
-            registry=self.registry,
-        ).labels(**labels)
-        self.kafka_unreachable = Gauge(
+        )
+        self.dead_letters_waiting = gauge(
+            "lineage_consumer_dead_letters_waiting",
+            "Dead letters that cannot be written now, each holding its partition's offset.",
+        )
+        self.kafka_unreachable = gauge(
             "lineage_consumer_kafka_unreachable",
             "1 while no broker of the consumer's cluster answers.",
-            ["consumer"],
-            registry=self.registry,
-        ).labels(**labels)
+        )
         self.consumer = consumer
 
     def set_lag(self, topic: str, partition: int, lag: int) -> None:

@@ -10,10 +10,12 @@ N events are stored, until :meth:`release`, ``delay_seconds`` makes every answer
 slower (a busy target) and ``delay_of`` slows the answer to some bodies only (a target slow
 on some writes). Accepted events
 land in ``.events`` in arrival order; every request's status lands in ``.answers`` and
-its time (monotonic) in ``.answer_times``. A double with a ``health_path`` answers GET there
-(200, or the outage's status during :meth:`fail_for`; ``health_status`` fails it alone) and
-counts the checks in ``.health_checks``. Used directly it is a plain HTTP receiver (any
-JSON object or array at ``path`` → 200), the generic target.
+its time (monotonic) in ``.answer_times``, and the body of each request a knob failed in
+``.failed_bodies`` (how often each event was tried during an outage). A double with a
+``health_path`` answers GET there (200, or the outage's status during :meth:`fail_for`;
+``health_status`` fails it alone) and counts the checks in ``.health_checks``. Used
+directly it is a plain HTTP receiver (any JSON object or array at ``path`` → 200), the
+generic target.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class TargetDouble:
         self.events: list[dict[str, Any]] = []
         self.answers: list[int] = []
         self.answer_times: list[float] = []
+        self.failed_bodies: list[bytes] = []
         self._failing_until = 0.0
         self._failing_status = 503
         self.port = 0
@@ -187,8 +190,10 @@ class TargetDouble:
         if self.delay_of is not None:
             await asyncio.sleep(self.delay_of(await request.read()))
         if time.monotonic() < self._failing_until:
+            self.failed_bodies.append(await request.read())
             response = web.Response(status=self._failing_status)
         elif self._failures:
+            self.failed_bodies.append(await request.read())
             failure = self._failures[0]
             failure.remaining -= 1
             if failure.remaining <= 0:

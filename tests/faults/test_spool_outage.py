@@ -31,7 +31,7 @@ from tests.support.load import LoadResult, compare, kafka_run_ids, post_events
 from tests.support.metrics import fetch_metrics, sample
 from tests.support.paths import fresh_spool_directory
 from tests.support.ports import free_port
-from tests.support.processes import ServeProcess, serve_process
+from tests.support.processes import ServeProcess, serve_process, wait_until_alive
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
@@ -208,7 +208,7 @@ async def test_proxy_killed_while_spooling_again_and_again_loses_no_acknowledged
     for _ in range(KILLS):
         proxy, url = serve_process(f"127.0.0.1:{port}", **settings)
         try:
-            await asyncio.to_thread(_alive, url, proxy)
+            await asyncio.to_thread(wait_until_alive, url, proxy)
             load = LoadResult()
             loads.append(load)
             kill = _KillAt(proxy, points.randrange(10, 300))
@@ -271,17 +271,6 @@ class _KillAt:
             self.proxy.kill()
             return True
         return False
-
-
-def _alive(url: str, proxy: ServeProcess) -> None:
-    """Until the proxy answers (/readyz says "not ready" while Kafka is down)."""
-    wait_until(
-        lambda: requests.get(f"{url}/healthz", timeout=5).ok,
-        60,
-        "the proxy to answer",
-        alive=proxy,
-        ignoring=requests.RequestException,
-    )
 
 
 async def test_full_spool_answers_503_and_everything_acknowledged_is_delivered(

@@ -1,21 +1,32 @@
-"""A 2xx from the proxy means the event's line is already in an archive file: another
-process, reading the files (in-progress ones too), finds it right after each answer."""
+"""A 2xx from the proxy means the event's line is in an archive file, durably: another
+process, reading the files (in-progress ones too), finds it right after each answer, and
+the proxy's system calls (recorded with strace, tests/support/syscalls.py) show the
+file's fsync after the line's write, and the fsync of the directory naming a new file,
+finishing before the answer is written to that request's socket.
+
+A reader alone cannot tell a line in the page cache from one on the disk — another
+process sees both — so it would pass without the fsync; the recorded calls cannot.
+"""
 
 from __future__ import annotations
 
-import asyncio
+import subprocess
 import sys
-from asyncio.subprocess import PIPE
 from pathlib import Path
 
-import aiohttp
-import orjson
 import pytest
 
 from tests.sample_events import rich_run_event
+from tests.support.syscalls import (
+    ARCHIVE_FILE,
+    assert_synced_before_answers,
+    post_on_own_connection,
+    traced_proxy,
+)
 
 pytestmark = pytest.mark.integration
 
+EVENTS = 10
 RULES = """\
 version: 1
 destinations:
@@ -41,32 +52,46 @@ for request in sys.stdin:
 """
 
 
-async def test_each_2xx_line_is_readable_by_another_process_right_away(start_proxy, tmp_path: Path):
+@pytest.mark.slow
+def test_each_2xx_line_is_fsynced_and_readable_by_another_process_right_away(
+    tmp_path: Path, broker
+) -> None:
+    """Seen failing with the archive's fsync of the file's data removed (``os.fsync``
+    after ``write_all`` in ``ArchiveWriter._append``): every client was listed as
+    answered before the data file's fsync, while the reader still found every line; and
+    with the new file's ``fsync_directory(folder)`` removed (answered before the
+    directory's fsync)."""
     rules = tmp_path / "rules.yaml"
     rules.write_text(RULES)
     archive = tmp_path / "archive"
-    reader = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", READER, str(archive), stdin=PIPE, stdout=PIPE
+    reader = subprocess.Popen(
+        [sys.executable, "-c", READER, str(archive)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
-    stdin, stdout = reader.stdin, reader.stdout
-    assert stdin is not None and stdout is not None
-
-    async def found(run_id: str) -> bool:
-        stdin.write(run_id.encode() + b"\n")
-        await stdin.drain()
-        return (await stdout.readline()).strip() == b"1"
-
-    missing = []
+    assert reader.stdin is not None and reader.stdout is not None
+    missing, clients = [], []
     try:
-        routing = {"rules": rules, "archive_root": archive, "reload_interval_seconds": 0}
-        async with start_proxy(routing=routing) as url, aiohttp.ClientSession() as session:
-            for _ in range(30):
+        with traced_proxy(
+            tmp_path,
+            broker.bootstrap_servers,
+            routing__rules=str(rules),
+            routing__archive_root=str(archive),
+            routing__reload_interval_seconds="0",
+            server__run_consumers="[]",
+        ) as (url, trace):
+            for _ in range(EVENTS):
                 event = rich_run_event()
-                async with session.post(f"{url}/api/v1/lineage", data=orjson.dumps(event)) as r:
-                    assert r.status == 200
-                if not await found(event["run"]["runId"]):
+                status, client = post_on_own_connection(url, event)
+                assert status == 200, status
+                clients.append(client)
+                reader.stdin.write(event["run"]["runId"] + "\n")
+                reader.stdin.flush()
+                if reader.stdout.readline().strip() != "1":
                     missing.append(event["run"]["runId"])
     finally:
-        stdin.close()
-        await asyncio.wait_for(reader.wait(), 10)
+        reader.stdin.close()
+        reader.wait(10)
     assert missing == []
+    assert_synced_before_answers(trace.read_text(), clients, ARCHIVE_FILE)

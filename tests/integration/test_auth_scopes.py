@@ -7,7 +7,7 @@ import orjson
 import pytest
 
 from tests.integration.test_lineage_endpoint import post
-from tests.sample_events import dataset_event, run_event
+from tests.sample_events import dataset_event, job_event, run_event
 from tests.support.kafka_reader import read_all_produced_so_far
 
 pytestmark = pytest.mark.integration
@@ -69,3 +69,30 @@ async def test_dataset_events_are_scoped_by_dataset_namespaces_and_runs_by_job_n
         POSTGRES,
         "run",
     ]
+
+
+async def test_job_events_are_scoped_by_job_namespace_single_and_in_a_batch(
+    start_proxy, broker, topic
+):
+    """A JobEvent has no run, but its job namespace decides where it goes as a run's
+    does: a ``team-a*`` token posting one for ``team-b`` gets 403 naming
+    ``/job/namespace`` (``/1/job/namespace`` inside a batch), and nothing of it lands.
+    Seen failing with the scope check skipped for JobEvents (``pipeline.check`` asking
+    ``may_post_for`` only when ``event_kind(event) is EventKind.RUN``): both got 200 and
+    the team-b JobEvents were in the topic."""
+    team_a = {"Authorization": "Bearer secret-a"}
+    outside = {"pointer": "/job/namespace", "message": "namespace outside the token's namespaces"}
+    writes_to_postgres = job_event("team-a-etl", "load")
+    writes_to_postgres["outputs"] = [{"namespace": POSTGRES, "name": "shop.public.orders"}]
+    async with start_proxy(auth=AUTH) as url:
+        status, body, _ = await post(f"{url}/api/v1/lineage", job_event("team-b", "x"), **team_a)
+        assert status == 403
+        assert body["details"] == [outside]
+        batch = [writes_to_postgres, job_event("team-b", "y")]
+        status, body, _ = await post(f"{url}/api/v1/lineage/batch", batch, **team_a)
+        assert status == 200 and body["summary"]["successful"] == 1
+        [failed] = body["failed_events"]
+        assert failed["index"] == 1 and failed["status"] == 403
+        assert failed["details"] == [{**outside, "pointer": "/1/job/namespace"}]
+    produced = read_all_produced_so_far(broker.bootstrap_servers, topic)
+    assert [orjson.loads(r.value)["job"] for r in produced] == [writes_to_postgres["job"]]

@@ -20,7 +20,14 @@ from typing import Any
 import aiohttp
 import orjson
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 
 from consumers.config import ConsumerConfig
 from consumers.daemon import ConsumerDaemon
@@ -37,9 +44,20 @@ FAST_RETRY = {"initial_backoff_seconds": 0.01, "max_backoff_seconds": 0.05}
 FAST_BREAKER = {"threshold": 3, "open_seconds": 0.05, "max_open_seconds": 0.2}
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+def create_topic(
+    bootstrap: str, topic: str, partitions: int, config: dict[str, str] | None = None
+) -> None:
+    """Create ``topic`` with the cluster's replication and ``config`` (topic settings)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, -1)])[topic].result(10)
+    admin.create_topics([NewTopic(topic, partitions, -1, config=config or {})])[topic].result(10)
+
+
+def set_topic_config(bootstrap: str, topic: str, name: str, value: str) -> None:
+    """Change one setting of ``topic`` on the cluster (an incremental alter: the others stay)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    entry = ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[entry])
+    admin.incremental_alter_configs([resource])[resource].result(10)
 
 
 def produce(bootstrap: str, topic: str, messages: Sequence[tuple[str | None, bytes]]) -> None:

@@ -20,7 +20,7 @@ from tests.support.paths import ARCHIVE_ROOT, REPO, fresh_spool_directory
 from tests.support.ports import free_port
 from tests.support.waiting import wait_until
 
-__all__ = ["ServeProcess", "serve_process", "wait_until_ready"]
+__all__ = ["ServeProcess", "serve_process", "wait_until_alive", "wait_until_ready"]
 
 
 class ServeProcess(subprocess.Popen):
@@ -42,6 +42,18 @@ def wait_until_ready(
         lambda: requests.get(f"{url}/readyz", timeout=5, verify=verify).status_code == 200,
         timeout,
         f"{url}/readyz to answer 200",
+        alive=process,
+        ignoring=requests.RequestException,
+    )
+
+
+def wait_until_alive(url: str, process: subprocess.Popen[str], timeout: float = 60) -> None:
+    """Until ``url``/healthz answers 2xx: alive is enough where /readyz says "not ready"
+    (Kafka unreachable, on purpose). Like :func:`wait_until_ready` otherwise."""
+    wait_until(
+        lambda: requests.get(f"{url}/healthz", timeout=5).ok,
+        timeout,
+        f"{url}/healthz to answer",
         alive=process,
         ignoring=requests.RequestException,
     )

@@ -7,6 +7,9 @@ real server in tests/integration/marquez/test_consumers_into_marquez.py."""
 from __future__ import annotations
 
 import asyncio
+import copy
+from collections import Counter
+from typing import Any
 
 import orjson
 import pytest
@@ -14,7 +17,7 @@ import pytest
 from proxy.destinations.retry import CircuitState
 from tests.doubles.marquez_double import MarquezDouble
 from tests.faults.figures import report
-from tests.sample_events import run_event
+from tests.sample_events import facet, run_event
 from tests.support.consumers import (
     assert_in_order_per_run,
     consumer_config,
@@ -59,29 +62,79 @@ async def test_a_topic_created_after_the_consumer_subscribed_is_consumed_within_
     assert len(marquez.events) == len(events)
 
 
-async def test_target_down_for_a_while_then_up_loses_nothing(broker, topic_with):
+# Tries of every run's head event during the outage: twice the 5 after which a retry
+# policy with a bound (the producer-side default) would have given up.
+OUTAGE_TRIES = 10
+# A breaker that stays closed through the outage: every failed try counts against the
+# event, as it would on a flaky target the breaker never trips on. (An open circuit's
+# failed probes count against no event: test_consumer_target_outage.py covers it.)
+CLOSED_BREAKER = {"threshold": 1_000_000}
+
+
+async def test_target_failing_for_a_while_gives_up_on_nothing_and_loses_nothing(broker, topic_with):
+    """The target answers 503 until the head event of every run was tried OUTAGE_TRIES
+    times; then it takes events again. Every event reaches it, in order per run, and the
+    DLQ holds nothing — proven by a marker event per run produced behind the others
+    (delivered only after everything ahead of it in its lane was delivered or
+    dead-lettered) and by reading the DLQ up to markers, never by waiting a while.
+    Seen failing with the consumers' retry policy bounded to 5 attempts
+    (``ConsumerConfig._retry_until_delivered`` leaving ``max_attempts`` at 5): events
+    given up were dead-lettered (17 of the 60 in that run), missing at the target."""
     topic = topic_with(3)
-    events = sequenced_run_events(runs=6, per_run=10)
+    runs, per_run = 6, 10
+    events = sequenced_run_events(runs=runs, per_run=per_run)
+    keys = sorted({key for key, _ in events})
     async with MarquezDouble() as marquez:
-        config = consumer_config({"kind": "marquez", "url": marquez.url}, topic)
-        await marquez.down()
+        config = consumer_config(
+            {"kind": "marquez", "url": marquez.url}, topic, circuit_breaker=CLOSED_BREAKER
+        )
+        marquez.fail_for(3600)
         async with running(broker.bootstrap_servers, config) as daemon:
             await asyncio.to_thread(produce, broker.bootstrap_servers, topic, encoded(events))
             await wait_for(
-                lambda: daemon.breaker.state is not CircuitState.CLOSED, what="circuit to open"
+                lambda: _fewest_tries(marquez, runs) >= OUTAGE_TRIES,
+                what=f"every run's head event tried {OUTAGE_TRIES} times",
             )
-            await asyncio.sleep(
-                0.5
-            )  # well past max_attempts times the backoff: nothing may give up
-            await marquez.up()
-            await wait_for(lambda: len(marquez.events) >= len(events), what="all events")
-            assert metric(daemon, "retried") > 0
-        assert_in_order_per_run(marquez.events)
-    assert len(marquez.events) == len(events)
-    # The daemon has stopped: everything it dead-lettered is in the topic, ahead of the markers.
+            marquez.fail_for(0)  # the target is back
+            markers = [(key, _marker(events, key, per_run)) for key in keys]
+            await asyncio.to_thread(produce, broker.bootstrap_servers, topic, encoded(markers))
+            await wait_for(
+                lambda: sum(_is_marker(e) for e in marquez.events) == runs, what="the markers"
+            )
+            retried = metric(daemon, "retried")
+            dead_lettered = sum(metric(daemon, "dead_lettered", why=w) for w in WHY)
+    stored = [e for e in marquez.events if not _is_marker(e)]
     dlq_topic = f"{topic}.dlq"
     dlq = await asyncio.to_thread(read_all_produced_so_far, broker.bootstrap_servers, dlq_topic)
-    assert dlq == []
+    report(
+        "consumer_target_failing_gives_up_on_nothing",
+        sent=len(events),
+        stored=len(stored),
+        fewest_tries_of_a_run=_fewest_tries(marquez, runs),
+        retried=retried,
+        dead_lettered=len(dlq),
+    )
+    assert sorted(seq(e) for e in stored) == sorted(seq(e) for _, e in events)
+    assert_in_order_per_run(marquez.events)
+    assert dlq == [] and dead_lettered == 0
+
+
+def _fewest_tries(marquez: MarquezDouble, runs: int) -> int:
+    """How often the least-tried run had an event refused by the outage."""
+    tries = Counter(seq(orjson.loads(body))[0] for body in marquez.failed_bodies)
+    return min(tries.values()) if len(tries) == runs else 0
+
+
+def _marker(events: list[tuple[str, dict[str, Any]]], key: str, per_run: int) -> dict[str, Any]:
+    """An event of ``key``'s run numbered after its last, marked as the marker."""
+    event = copy.deepcopy(next(e for k, e in events if k == key))
+    event["run"]["facets"]["seq"]["n"] = per_run
+    event["run"]["facets"]["marker"] = facet("Marker")
+    return event
+
+
+def _is_marker(event: dict[str, Any]) -> bool:
+    return "marker" in event["run"]["facets"]
 
 
 async def test_refused_and_poison_messages_go_to_the_dlq_and_later_events_are_delivered(
