@@ -40,6 +40,7 @@ from typing import Any
 from confluent_kafka import Message, TopicPartition
 
 from consumers.config import ConsumerConfig
+from consumers.copies import CopyFilter
 from consumers.dead_letter import DeadLetterTopic
 from consumers.dedupe import DedupeCache, event_identity
 from consumers.kafka_source import KafkaSource, Partition, consumer_settings
@@ -161,6 +162,8 @@ class ConsumerDaemon:
             else None
         )
         self._gate = ConflictGate()
+        # Copies of a record already delivered (a spool batch committed twice): skipped.
+        self._copies = CopyFilter()
         self._ordered: dict[asyncio.Task[None], Partition] = {}
         self._scheduler: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
@@ -439,6 +442,10 @@ class ConsumerDaemon:
         caller parsed them already (None for one that is not a JSON object)."""
         ready: list[tuple[Message, dict[str, Any]]] = []
         for index, message in enumerate(messages):
+            if self._copies.is_copy(message):
+                self.metrics.duplicates_skipped.inc()
+                self._done(message)
+                continue
             if self.dedupe is not None and self.dedupe.seen(_dead_letter_identity(message)):
                 # Dead-lettered by an earlier run that crashed before committing past it.
                 self.metrics.duplicates_skipped.inc()
@@ -542,6 +549,7 @@ class ConsumerDaemon:
         log.info("%s: retry %d in %.2fs: %s", self.name, attempt, delay, error.reason)
 
     def _done(self, message: Message) -> None:
+        self._copies.finished(message)
         tracker = self._trackers.get((message.topic() or "", message.partition() or 0))
         if tracker is not None:
             tracker.done(message.offset() or 0)

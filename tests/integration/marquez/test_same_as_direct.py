@@ -18,13 +18,18 @@ import uuid
 from typing import Any
 
 import attr
+import orjson
 import pytest
 import yaml
+from aiohttp import ClientSession
 from openlineage.client import OpenLineageClient
 from openlineage.client.event_v2 import RunEvent, RunState
 
 from tests.client_events import every_facet_event
+from tests.faults.figures import report
 from tests.integration.marquez.conftest import consuming_into
+from tests.integration.marquez.fidelity_corpus import corpus, refused_by_marquez
+from tests.support.consumers import create_topic, status_of
 from tests.support.dbt import dbt_ol
 from tests.support.marquez import MarquezServer
 from tests.support.marquez_state import (
@@ -34,6 +39,7 @@ from tests.support.marquez_state import (
     post_events,
     stored_events,
 )
+from tests.support.metrics import total
 from tests.support.paths import REPO
 from tests.support.recording_client import recording_config, sent_events
 from tests.support.waiting import wait_for
@@ -160,3 +166,71 @@ async def test_dbt_ol_build_looks_the_same_in_marquez(
         sent = sent_events(tmp_path)
         view = await _assert_same_in_marquez(marquez, sent)
     assert "COMPLETED" in _states(view)
+
+
+async def test_an_order_sensitive_corpus_looks_the_same_in_marquez_with_default_settings(
+    marquez, start_proxy, broker, topic, tmp_path
+):
+    """Issue 36's corpus (tests/integration/marquez/fidelity_corpus.py): two DAGs
+    interleaved, children whose later events carry no facets, a reader of another DAG's
+    write, a schema change, a JobEvent and a NUL — sent through the proxy while the
+    consumer is not running (a backlog, as after a Marquez outage), then consumed with the
+    default settings into ``proxied``, and POSTed one by one to ``direct``. The two must
+    show the same graph; what Marquez refuses (JobEvent, NUL: 500 when fed directly) is
+    dead-lettered by the consumer instead of retried.
+
+    Seen failing with the consumer in ``ordering: run`` (lanes per run key, the previous
+    default): the backlog's runs were delivered in another order and Marquez showed other
+    dataset versions."""
+    namespace = f"fidelity-{uuid.uuid4().hex[:8]}"
+    sent = corpus(namespace)
+    await asyncio.to_thread(create_topic, broker.bootstrap_servers, topic, 6)
+    async with start_proxy() as url, ClientSession() as session:
+        for event in sent:  # one client: each event after the last was acknowledged
+            async with session.post(f"{url}/api/v1/lineage", data=orjson.dumps(event)) as r:
+                assert r.status == 200, await r.text()
+    refused = [e for e in sent if refused_by_marquez(e)]
+    taken = [e for e in sent if not refused_by_marquez(e)]
+    proxied, direct = marquez["proxied"].url, marquez["direct"].url
+    async with consuming_into(tmp_path, broker.bootstrap_servers, topic, proxied) as port:
+        await wait_for(
+            lambda: asyncio.to_thread(_stored_at_least, proxied, namespace, len(taken)),
+            within=180,
+            what="Marquez (proxied) to store every event it can take",
+        )
+        await wait_for(
+            lambda: _dead_lettered(port, len(refused)),
+            within=120,
+            what="the refused events dead-lettered",
+        )
+        _, metrics = await status_of(port, "/metrics")
+        dead_lettered = total(metrics, "lineage_consumer_dead_lettered_total")
+    statuses = await asyncio.to_thread(post_events, direct, sent)
+    direct_view = await asyncio.to_thread(marquez_view, direct, taken)
+    proxied_view = await asyncio.to_thread(marquez_view, proxied, taken)
+    found = differences(direct_view, proxied_view)
+    report(
+        "marquez (real): order-sensitive corpus, direct vs through the proxy",
+        sent=len(sent),
+        refused_directly=statuses.count(500),
+        dead_lettered=dead_lettered,
+        stored_through_proxy=len(stored_events(proxied, namespace)),
+        differences=len(found),
+    )
+    assert [s for s, e in zip(statuses, sent, strict=True) if refused_by_marquez(e)] == [500] * len(
+        refused
+    )
+    assert dead_lettered == len(refused)
+    assert len(stored_events(proxied, namespace)) == len(taken)
+    assert direct_view["jobs"] and direct_view["datasets"]
+    assert found == []
+    assert _states(direct_view) >= {"COMPLETED", "FAILED"}
+
+
+def _stored_at_least(base: str, namespace: str, count: int) -> bool:
+    return len(stored_events(base, namespace)) >= count
+
+
+async def _dead_lettered(port: int, count: int) -> bool:
+    _, metrics = await status_of(port, "/metrics")
+    return total(metrics, "lineage_consumer_dead_lettered_total") == count
