@@ -131,8 +131,10 @@ class ConsumerConfig(StrictModel):
     # The same bound in bytes of those events. librdkafka's own read-ahead is capped apart
     # (8 MiB; group.settings may change it).
     max_buffered_bytes: Annotated[int, Field(ge=1024)] = 16 * 1024 * 1024
-    # How often delivered offsets are committed (also on rebalance and shutdown).
-    commit_interval_seconds: Annotated[float, Field(gt=0)] = 1.0
+    # The shortest time between two commits: a delivery is committed as soon as this
+    # much passed since the last commit (also on rebalance and shutdown). What a crash
+    # re-sends is what was delivered within it.
+    commit_interval_seconds: Annotated[float, Field(gt=0)] = 0.05
     # SIGTERM waits this long for in-flight deliveries before committing and leaving.
     shutdown_timeout_seconds: Annotated[float, Field(gt=0)] = 30.0
     # Consumer-group timeouts, start offset and librdkafka settings.

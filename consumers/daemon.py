@@ -22,7 +22,8 @@ with capped backoff and paced by the circuit breaker, until the target takes the
 until it failed ``dead_letter.attempts_while_target_up`` times while the target took other
 events (proxy/destinations/failing_event.py), then it is refused. The committed offset of a
 partition is the lowest offset not yet done (:class:`~consumers.offsets.OffsetTracker`),
-committed every ``commit_interval_seconds``, when partitions are revoked, and at shutdown.
+committed as soon as a delivery moved it (at most every ``commit_interval_seconds``), when
+partitions are revoked, and at shutdown.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from consumers.dedupe import DedupeCache, event_identity
 from consumers.kafka_source import KafkaSource, Partition, consumer_settings
 from consumers.metrics import ConsumerMetrics
 from consumers.offsets import OffsetTracker
-from consumers.ordered import ConflictGate, ReorderBuffer
+from consumers.ordered import ConflictGate, Lookahead, ReorderBuffer
 from consumers.poison import checked_event, parse_event
 from proxy.destinations.base import DeliveryError
 from proxy.destinations.config import KafkaConfig, SpoolConfig, producer_settings
@@ -162,11 +163,14 @@ class ConsumerDaemon:
             else None
         )
         self._gate = ConflictGate()
+        self._ahead = Lookahead(4 * config.concurrency)
         # Copies of a record already delivered (a spool batch committed twice): skipped.
         self._copies = CopyFilter()
         self._ordered: dict[asyncio.Task[None], Partition] = {}
         self._scheduler: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
+        # Set when a delivery may have moved a commit point (see _commit_as_delivered).
+        self._moved = asyncio.Event()
         self._trackers: dict[Partition, OffsetTracker] = {}
         self._stripes: dict[Partition, int] = {}  # batch mode: lanes per partition
         self._highs: dict[Partition, int] = {}
@@ -191,7 +195,7 @@ class ConsumerDaemon:
         CONSUMER.set(self.name)
         DESTINATION.set(self.config.target.kind)
         await self._start()
-        committer = asyncio.create_task(self._commit_periodically())
+        committer = asyncio.create_task(self._commit_as_delivered())
         try:
             await stop.wait()
         finally:
@@ -261,6 +265,7 @@ class ConsumerDaemon:
             self._drop_queued(lane)
         if self._reorder is not None:
             self._release(self._reorder.drop_all())
+            self._release(self._ahead.drop_all())
         await self._finish([lane.task for lane in self._lanes.values() if lane.task is not None])
         await self._finish(list(self._ordered))
         if self._scheduler is not None:
@@ -329,6 +334,7 @@ class ConsumerDaemon:
             self._drop_queued(lane)
         if self._reorder is not None:
             self._release(self._reorder.drop(partitions))
+            self._release(self._ahead.drop(partitions))
         await self._finish([lane.task for _, lane in lanes if lane.task is not None])
         await self._finish([task for task, p in self._ordered.items() if p in partitions])
         offsets = []
@@ -347,6 +353,7 @@ class ConsumerDaemon:
                 self._drop_queued(lane)
         if self._reorder is not None:
             self._release(self._reorder.drop(partitions))
+            self._release(self._ahead.drop(partitions))
         for partition in partitions:
             self._trackers.pop(partition, None)
             self._stripes.pop(partition, None)
@@ -395,32 +402,28 @@ class ConsumerDaemon:
                 del self._lanes[key]
 
     async def _schedule_in_order(self) -> None:
-        """Acknowledgement order: start the next event of the merged stream as soon as the
-        reorder buffer lets it go, a delivery slot is free and nothing in flight names
-        what it names; wait for a new record, a finished delivery or the window."""
+        """Acknowledgement order: take events from the merge as the reorder buffer lets
+        them go and start each once a delivery slot is free and nothing before it (in
+        flight or waiting) names what it names; then wait for a new record, a finished
+        delivery or the window."""
         reorder = self._reorder
         assert reorder is not None
-        # The event waiting at the head of the merge, parsed once.
-        head: tuple[Message, dict[str, Any] | None, frozenset[str]] | None = None
         while True:
             now = time.monotonic()
-            message = reorder.peek(now)
-            if message is not None and len(self._ordered) < self.config.concurrency:
-                if head is None or head[0] is not message:
-                    event = parse_event(message.value() or b"")
-                    head = (message, event, self._gate.names(event))
-                _, event, names = head
-                if self._gate.free(names):
-                    reorder.pop(message)
-                    self._release((message,))
-                    self._gate.take(names)
-                    partition = (message.topic() or "", message.partition() or 0)
-                    task = asyncio.create_task(self._deliver_in_order(message, event, names))
-                    self._ordered[task] = partition
-                    task.add_done_callback(self._ordered.pop)
-                    continue
+            self._ahead.fill(reorder, self._gate, now)
+            started = self._ahead.start(self._gate, self.config.concurrency - len(self._ordered))
+            for waiting in started:
+                message = waiting.message
+                self._release((message,))
+                task = asyncio.create_task(
+                    self._deliver_in_order(message, waiting.event, waiting.names)
+                )
+                self._ordered[task] = (message.topic() or "", message.partition() or 0)
+                task.add_done_callback(self._ordered.pop)
+            if started:
+                continue
             self._wake.clear()
-            wait = reorder.wait_seconds(now) if message is None else None
+            wait = None if self._ahead.full else reorder.wait_seconds(now)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), wait)
 
@@ -553,15 +556,24 @@ class ConsumerDaemon:
         tracker = self._trackers.get((message.topic() or "", message.partition() or 0))
         if tracker is not None:
             tracker.done(message.offset() or 0)
+            self._moved.set()
 
     # ---- commits and lag ----
 
-    async def _commit_periodically(self) -> None:
+    async def _commit_as_delivered(self) -> None:
+        """Commit once deliveries moved a commit point, at most every
+        ``commit_interval_seconds``: commits follow delivery closely (a crash re-sends what
+        was delivered since the last one), and a busy stream makes at most 1/interval commits
+        a second (20 by default), not one per event. The first waits the interval from
+        start."""
         while True:
             await asyncio.sleep(self.config.commit_interval_seconds)
+            await self._moved.wait()
+            self._moved.clear()
             try:
                 await self._commit()
             except Exception as exc:  # next round tries again; revoke/shutdown commit too
+                self._moved.set()
                 log.warning("%s: commit failed: %s", self.name, exc)
 
     async def _commit(self) -> None:

@@ -13,10 +13,13 @@ order the lanes ran. For such a target the daemon delivers in *acknowledgement o
    it (then nothing earlier can still come from there) or until it has waited the
    reorder window (a partition with nothing new must not hold the others back).
 2. :class:`ConflictGate` lets records that share nothing run side by side: an event
-   starts only when no earlier event still in flight names the same run, job, dataset
-   or (the first time one is seen) namespace. Events that touch the same thing reach
-   the target one after another, in merged order, so the target sees what it would
-   have seen had every event been sent one at a time in that order.
+   starts only when no earlier event — in flight, or still waiting — names the same run,
+   job, dataset or (the first time one is seen) namespace. Events that touch the same
+   thing reach the target one after another, in merged order, so the target sees what it
+   would have seen had every event been sent one at a time in that order. A few events
+   ahead of the merge are looked at (:class:`Lookahead`), so that one event waiting for
+   its target (retried, or its dead letter not yet written) holds back only the events
+   that name what it names, not every event behind it.
 
 What remains (docs/consumers/ordering.md): records that reach a consumer later than the
 window after later-stamped ones (a spool drained after an outage) are delivered when they
@@ -27,13 +30,15 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import Message
 
+from consumers.poison import parse_event
 from proxy.destinations.order_stamp import stamp_of
 
-__all__ = ["ConflictGate", "ReorderBuffer", "entities_of"]
+__all__ = ["ConflictGate", "Lookahead", "ReorderBuffer", "Waiting", "entities_of"]
 
 Partition = tuple[str, int]
 
@@ -100,8 +105,7 @@ class ReorderBuffer:
 
     def pop(self, message: Message) -> None:
         """Take ``message``, which :meth:`peek` returned."""
-        partition = (message.topic() or "", message.partition() or 0)
-        queue = self._queues[partition]
+        queue = self._queues[_partition(message)]
         assert queue[0][2] is message
         queue.popleft()
         self._size -= 1
@@ -127,13 +131,16 @@ class ConflictGate:
         self._max_namespaces = max_namespaces
 
     def names(self, event: dict[str, Any] | None) -> frozenset[str]:
-        """What ``event`` touches that earlier events in flight must not: see
-        :func:`entities_of`; namespaces already created are left out."""
-        if event is None:
-            return frozenset()
+        """Everything ``event`` names (:func:`entities_of`); see :meth:`now`."""
+        return frozenset(entities_of(event)) if event is not None else frozenset()
+
+    def now(self, names: frozenset[str]) -> frozenset[str]:
+        """Of ``names``, those an earlier event still conflicts on: namespaces created by
+        now are left out (asked at each attempt, so a namespace created while an event
+        waited no longer holds it back)."""
         return frozenset(
             name
-            for name in entities_of(event)
+            for name in names
             if not (name.startswith("ns:") and name[3:] in self._known_namespaces)
         )
 
@@ -160,6 +167,73 @@ class ConflictGate:
     def in_flight(self) -> int:
         """How many distinct names are held now (0: nothing in flight)."""
         return len(self._taken)
+
+
+@dataclass(slots=True)
+class Waiting:
+    """An event taken from the merge, not started yet; once started, ``names`` is what
+    it took in the gate (to release)."""
+
+    message: Message
+    event: dict[str, Any] | None
+    names: frozenset[str]
+
+
+class Lookahead:
+    """The next events of the merge, in order, up to ``size``: an event starts when the
+    gate is free for its names and no event before it here names any of them."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._entries: list[Waiting] = []
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def full(self) -> bool:
+        return len(self._entries) >= self.size
+
+    def fill(self, reorder: ReorderBuffer, gate: ConflictGate, now: float) -> None:
+        """Take what the reorder buffer lets go, in order, while there is room."""
+        while not self.full and (message := reorder.peek(now)) is not None:
+            reorder.pop(message)
+            event = parse_event(message.value() or b"")
+            self._entries.append(Waiting(message, event, gate.names(event)))
+
+    def start(self, gate: ConflictGate, slots: int) -> list[Waiting]:
+        """The events that may start now (at most ``slots``), taken from here with their
+        names taken in ``gate``; the others keep their places."""
+        started: list[Waiting] = []
+        kept: list[Waiting] = []
+        held: set[str] = set()  # names of earlier events that stay
+        for waiting in self._entries:
+            names = gate.now(waiting.names)
+            if len(started) < slots and gate.free(names) and held.isdisjoint(names):
+                gate.take(names)
+                waiting.names = names
+                started.append(waiting)
+            else:
+                kept.append(waiting)
+                held.update(names)
+        self._entries = kept
+        return started
+
+    def drop(self, partitions: Iterable[Partition]) -> list[Message]:
+        """Forget the events of ``partitions`` (revoked or lost); returns their records."""
+        gone = set(partitions)
+        dropped = [w.message for w in self._entries if _partition(w.message) in gone]
+        self._entries = [w for w in self._entries if _partition(w.message) not in gone]
+        return dropped
+
+    def drop_all(self) -> list[Message]:
+        dropped = [w.message for w in self._entries]
+        self._entries = []
+        return dropped
+
+
+def _partition(message: Message) -> Partition:
+    return (message.topic() or "", message.partition() or 0)
 
 
 def entities_of(event: dict[str, Any]) -> Iterator[str]:

@@ -55,7 +55,8 @@ def _events() -> tuple[dict[str, Any], list[dict[str, Any]], list[tuple[str | No
     # Random, so that the producer's lz4 cannot squeeze it under the limit.
     padding = base64.b64encode(os.urandom(12_000)).decode()
     refused["run"]["facets"]["padding"] = {**facet("Padding"), "text": padding}
-    behind = run_event(namespace="team-a", name="stuck")
+    # The same run: one key, and in acknowledgement order it names what the refused names.
+    behind = run_event(namespace="team-a", name="stuck", run_id=refused["run"]["runId"])
     free = [run_event(namespace="team-a", name="free") for _ in range(3)]
     keyed = [(FREE, free[0]), (STUCK, refused), (STUCK, behind), (FREE, free[1]), (FREE, free[2])]
     return refused, [*free, behind], [(k, orjson.dumps(e)) for k, e in keyed]

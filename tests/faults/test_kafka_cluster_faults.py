@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import time
+import uuid
 from collections import defaultdict
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -296,10 +297,12 @@ def controller_apart(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kafka
 
 
 RUNS, PER_RUN = 8, 12
+# One runId per run (one Kafka key each).
+_RUN_IDS = [str(uuid.uuid4()) for _ in range(RUNS)]
 
 
 def _sequenced(run: int, n: int) -> dict[str, Any]:
-    event = run_event(name=f"job{run}")
+    event = run_event(name=f"job{run}", run_id=_RUN_IDS[run])
     event["run"]["facets"]["seq"] = {**facet("Seq"), "n": n}
     return event
 
@@ -346,10 +349,12 @@ async def test_two_of_three_brokers_down_spool_takes_events_and_drains_in_order_
     await asyncio.to_thread(cluster.start_node, 3)
     records = await asyncio.to_thread(read_all_produced_so_far, cluster.bootstrap_servers, topic)
     by_key: dict[str, list[int]] = defaultdict(list)
+    run_of_key: dict[str, int] = {}
     for record in records:
         event = orjson.loads(record.value)
         by_key[str(record.key)].append(event["run"]["facets"]["seq"]["n"])
-    found = {(int(k.rsplit("job", 1)[1]), n) for k, ns in by_key.items() for n in ns}
+        run_of_key[str(record.key)] = int(event["job"]["name"].removeprefix("job"))
+    found = {(run_of_key[k], n) for k, ns in by_key.items() for n in ns}
     figures = report(
         "kafka_two_of_three_brokers_down",
         sent=RUNS * PER_RUN,

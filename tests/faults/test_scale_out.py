@@ -359,12 +359,15 @@ async def test_two_proxies_and_two_consumers_one_of_each_sigkilled_under_load(
 
     records = await asyncio.to_thread(read_all_produced_so_far, bootstrap, topic)
     dead_lettered = await asyncio.to_thread(dead_letter_count, bootstrap, topic)
-    partition_of = {record.key: record.partition for record in records}
+    # Each job here is one run (one runId, one key): its partition, by job name.
+    partition_of = {
+        orjson.loads(record.value)["job"]["name"]: record.partition for record in records
+    }
     in_kafka = Counter(_identity(orjson.loads(record.value)) for record in records)
     found = Counter(f"{job}#{n}" for job, n in delivered)
     figures = compare(load.acknowledged, found)
     out_of_order = _runs_out_of_order(delivered, {i.split("#")[0] for i in spooled_by_killed})
-    taken_over = {f"{topic}[{partition_of[f'run:team-a/{job}']}]" for job, _ in after_takeover}
+    taken_over = {f"{topic}[{partition_of[job]}]" for job, _ in after_takeover}
     report(
         "kafka_scale_out_proxy_and_consumer_sigkill",
         partitions=PARTITIONS,

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 from confluent_kafka import Message
 
-from consumers.ordered import ConflictGate, ReorderBuffer, entities_of
+from consumers.ordered import ConflictGate, Lookahead, ReorderBuffer, entities_of
 from proxy.destinations.order_stamp import ORDER_HEADER, next_stamp
 from tests.sample_events import run_event
 
@@ -122,7 +123,38 @@ def test_the_gate_holds_what_earlier_events_in_flight_name_and_namespaces_only_u
     assert not gate.free(other)  # namespaces team-a and db are not created yet
     gate.release(writer, delivered=True)
     assert gate.in_flight == 0
-    gate.take(gate.names(_writer("orders", name="load")))
-    assert gate.free(gate.names(_reader("customers", name="other")))  # nothing shared now
-    assert not gate.free(gate.names(_reader("orders", name="report")))
+    gate.take(gate.now(gate.names(_writer("orders", name="load"))))
+    assert gate.free(gate.now(gate.names(_reader("customers", name="other"))))  # nothing shared
+    assert not gate.free(gate.now(gate.names(_reader("orders", name="report"))))
     assert gate.names(None) == frozenset() and gate.free(frozenset())
+
+
+def _event_message(partition: tuple[str, int], stamp: int, event: dict[str, Any]) -> Message:
+    return Message(
+        topic=partition[0],
+        partition=partition[1],
+        value=orjson.dumps(event),
+        headers=[(ORDER_HEADER, str(stamp).encode())],
+    )
+
+
+def test_an_event_waiting_for_its_target_holds_back_only_what_names_the_same_things():
+    """A run whose event is retried (or whose dead letter waits) must not stop other runs;
+    its own later events, and readers of what it writes, wait behind it."""
+    buffer, gate, ahead = ReorderBuffer(window_seconds=0), ConflictGate(), Lookahead(8)
+    buffer.assign([P0])
+    first = _writer("orders", name="load")
+    same_run = _writer("orders", name="load", run_id=first["run"]["runId"])
+    reader = _reader("orders", name="report")
+    other = _reader("customers", name="other")
+    seed = gate.names(_reader("x", name="seed"))
+    gate.take(seed)
+    gate.release(seed, delivered=True)  # its namespaces (team-a, db) exist now
+    for stamp, event in enumerate([first, same_run, reader, other], start=1):
+        buffer.add(P0, _event_message(P0, stamp, event), now=0)
+    ahead.fill(buffer, gate, now=0)
+    started = ahead.start(gate, slots=16)
+    assert [w.event for w in started] == [first, other]  # same_run and reader wait for first
+    assert ahead.start(gate, slots=16) == [] and len(ahead) == 2
+    gate.release(started[0].names, delivered=True)
+    assert [w.event for w in ahead.start(gate, slots=16)] == [same_run]  # then reader
