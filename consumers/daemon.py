@@ -298,7 +298,12 @@ class ConsumerDaemon:
             if tracker is None or self._stopping:
                 self._release((message,))
                 continue  # revoked meanwhile: its next owner reads it again
-            tracker.add(message.offset() or 0)
+            if tracker.add(message.offset() or 0):
+                # Finished by the partition's last owner past its commit point.
+                self.metrics.duplicates_skipped.inc()
+                self._release((message,))
+                self._done(message)
+                continue
             if self._reorder is not None:
                 self._reorder.add(partition, message, time.monotonic())
                 continue
@@ -316,9 +321,13 @@ class ConsumerDaemon:
             if self._scheduler is None:
                 self._scheduler = asyncio.create_task(self._schedule_in_order())
 
-    def assigned(self, partitions: list[Partition]) -> None:
+    def assigned(
+        self, partitions: list[Partition], done_before: Mapping[Partition, set[int]]
+    ) -> None:
+        """``done_before``: per partition, the offsets its last owner finished past the
+        committed one (its commit metadata), to skip."""
         for partition in partitions:
-            self._trackers[partition] = OffsetTracker()
+            self._trackers[partition] = OffsetTracker(done_before.get(partition, ()))
         if self._reorder is not None:
             self._reorder.assign(partitions)
         share = -(-self.config.concurrency // max(1, len(self._trackers)))  # rounded up
@@ -341,8 +350,8 @@ class ConsumerDaemon:
         for partition in partitions:
             tracker = self._trackers.pop(partition, None)
             self._stripes.pop(partition, None)
-            if tracker is not None and (offset := tracker.to_commit()) is not None:
-                offsets.append(TopicPartition(*partition, offset))
+            if tracker is not None and (point := tracker.commit_point()) is not None:
+                offsets.append(TopicPartition(*partition, point[0], metadata=point[1]))
             self.metrics.forget_partition(*partition)
         self._note_if_unassigned()
         return offsets
@@ -577,19 +586,23 @@ class ConsumerDaemon:
                 log.warning("%s: commit failed: %s", self.name, exc)
 
     async def _commit(self) -> None:
-        offsets = {}
+        """Commit each partition's point with the offsets finished past it (metadata)."""
+        points = {}
         for partition, tracker in self._trackers.items():
-            point = tracker.to_commit()
+            point = tracker.commit_point()
             if point is not None:
-                offsets[partition] = (tracker, point)
-        if not offsets:
+                points[partition] = (tracker, point)
+        if not points:
             return
         committed = await self.source.commit(
-            [TopicPartition(t, p, o) for (t, p), (_, o) in offsets.items()]
+            [
+                TopicPartition(t, p, point[0], metadata=point[1])
+                for (t, p), (_, point) in points.items()
+            ]
         )
         if committed:
-            for tracker, point in offsets.values():
-                tracker.committed = point
+            for tracker, point in points.values():
+                tracker.committed_at(point)
 
     def watermarks(self, highs: dict[Partition, int]) -> None:
         self._highs.update(highs)

@@ -34,6 +34,7 @@ from typing import Any, Protocol
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
+from consumers.offsets import decode_done
 from proxy.destinations.config import connection_settings, resolve_env_settings
 from proxy.destinations.kafka_client_logs import cluster_log, kafka_client_config
 
@@ -83,7 +84,12 @@ class SourceHandler(Protocol):
 
     def receive(self, messages: list[Message]) -> None: ...
 
-    def assigned(self, partitions: list[Partition]) -> None: ...
+    def assigned(
+        self, partitions: list[Partition], done_before: Mapping[Partition, set[int]]
+    ) -> None:
+        """``done_before``: offsets finished past each partition's committed one, as its
+        last owner's commit metadata says (consumers/offsets.py)."""
+        ...
 
     async def revoke(self, partitions: list[Partition]) -> list[TopicPartition]:
         """Finish the partitions' in-flight deliveries; the offsets to commit before they
@@ -379,7 +385,9 @@ class KafkaSource:
         assert self._loop is not None
         log.info("assigned %s", _names(partitions))
         self._loop.call_soon_threadsafe(
-            self._handler.assigned, [(tp.topic, tp.partition) for tp in partitions]
+            self._handler.assigned,
+            [(tp.topic, tp.partition) for tp in partitions],
+            _done_before(consumer, partitions),
         )
 
     def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -408,6 +416,23 @@ class KafkaSource:
         self._loop.call_soon_threadsafe(
             self._handler.lost, [(tp.topic, tp.partition) for tp in partitions]
         )
+
+
+def _done_before(consumer: Consumer, partitions: list[TopicPartition]) -> dict[Partition, set[int]]:
+    """What the last owners finished past their commits (their commit metadata); nothing
+    when the group coordinator cannot say now (those events are delivered again)."""
+    if not partitions:
+        return {}
+    try:
+        committed = consumer.committed(partitions, timeout=5.0)
+    except KafkaException as exc:
+        log.warning("could not read the committed offsets' metadata: %s", exc)
+        return {}
+    return {
+        (tp.topic, tp.partition): decode_done(tp.offset, tp.metadata)
+        for tp in committed
+        if tp.offset >= 0
+    }
 
 
 def _commit(consumer: Consumer, offsets: list[TopicPartition]) -> None:

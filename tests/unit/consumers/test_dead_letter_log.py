@@ -12,22 +12,6 @@ from consumers.config import ConsumerConfig
 from consumers.daemon import ConsumerDaemon
 
 
-class _Message:
-    """The three things the log line reads of a confluent_kafka Message."""
-
-    def __init__(self, offset: int) -> None:
-        self._offset = offset
-
-    def topic(self) -> str:
-        return "events"
-
-    def partition(self) -> int:
-        return 0
-
-    def offset(self) -> int:
-        return self._offset
-
-
 def test_a_thousand_dead_letters_log_one_line_and_count_all(caplog) -> None:
     config = ConsumerConfig.model_validate(
         {
@@ -40,7 +24,7 @@ def test_a_thousand_dead_letters_log_one_line_and_count_all(caplog) -> None:
 
     async def dead_letter_all() -> None:
         for offset in range(1000):
-            message: Message = _Message(offset)  # type: ignore[assignment]
+            message = Message(topic="events", partition=0, offset=offset)
             await daemon._dead_letter(message, "target said 400", None, "permanent")
 
     asyncio.run(dead_letter_all())
