@@ -9,12 +9,12 @@
   consumes JSON only; Dropwizard's ``{"code":415,"message":"HTTP 415 Unsupported Media
   Type"}``), before the body is read.
 - Malformed JSON → HTTP **500** with body ``{"code":400,"message":"Unable to process JSON"}``.
-- A JobEvent (no ``run``; openlineage-python's ``JobEvent``) → HTTP **500** with
-  Dropwizard's generic body ``{"code":500,"message":"There was an error processing your
-  request. It has been logged (ID …)."}``: Marquez 0.50 stores the raw event in
-  ``lineage_events`` and then fails on the missing ``runUuid`` (NullPointerException). The
-  raw rows land in ``.raw_rows``, one per attempt, never in ``.events``.
-- A NUL character (``\\u0000``) in any string → HTTP **500** with the same generic body:
+- A JobEvent (no ``run``) with a dataset that carries ``inputFacets`` or ``outputFacets``
+  (openlineage-python always sends both, even empty) → HTTP **500** with Jetty's HTML
+  error page: Marquez 0.50 stores the raw event in ``lineage_events`` and then fails on the
+  missing ``runUuid`` (NullPointerException). The raw rows land in ``.raw_rows``, one per
+  attempt, never in ``.events``. Any other JobEvent → 201, like a RunEvent.
+- A NUL character (``\\u0000``) in any string → HTTP **500** with the same HTML page:
   PostgreSQL refuses it in ``jsonb`` and nothing is stored (issue 36).
 - Accepted (201), as the real Marquez 0.50.0 accepts them: a ``runId`` that is not a UUID,
   an unknown ``eventType``, an ``eventTime`` without UTC offset.
@@ -48,6 +48,20 @@ _REQUIRED = (
     ("job", "name"),
 )
 _ERROR = "There was an error processing your request. It has been logged (ID 5f1c0e2a9b7d3c41)."
+
+
+def _server_error() -> web.Response:
+    """What Marquez 0.50's Jetty answers to an exception it did not map: an HTML page."""
+    page = f"<html><body><h2>HTTP ERROR 500 Internal Server Error</h2>{_ERROR}</body></html>"
+    return web.Response(status=500, text=page, content_type="text/html")
+
+
+def _run_facets_on_datasets(event: dict[str, Any]) -> bool:
+    for side, key in (("inputs", "inputFacets"), ("outputs", "outputFacets")):
+        datasets = event.get(side)
+        if isinstance(datasets, list) and any(isinstance(d, dict) and key in d for d in datasets):
+            return True
+    return False
 
 
 def _has_nul(document: Any) -> bool:
@@ -103,7 +117,7 @@ class MarquezDouble(TargetDouble):
         if not isinstance(event, dict):
             return web.json_response({"code": 400, "message": "Unable to process JSON"}, status=500)
         if _has_nul(event):
-            return web.json_response({"code": 500, "message": _ERROR}, status=500)
+            return _server_error()
         required = [p for p in _REQUIRED if "run" in event or p[0] != "run"]
         missing = [".".join(p) for p in required if _get(event, p) is None]
         if missing:
@@ -112,9 +126,9 @@ class MarquezDouble(TargetDouble):
         if not _is_date_time(event["eventTime"]):
             message = "Cannot deserialize value of type `java.time.ZonedDateTime`"
             return web.json_response({"code": 400, "message": message}, status=500)
-        if "run" not in event and "job" in event:  # stored raw, then the runUuid NPE
-            self.raw_rows.append(event)
-            return web.json_response({"code": 500, "message": _ERROR}, status=500)
+        if "run" not in event and "job" in event and _run_facets_on_datasets(event):
+            self.raw_rows.append(event)  # stored raw, then the runUuid NPE
+            return _server_error()
         self.events.append(event)
         return web.Response(status=201)
 

@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 import pytest
 
+from proxy.destinations.http.marquez import JOB_EVENTS
 from tests.doubles.marquez_double import MarquezDouble
 from tests.faults.figures import report
 from tests.sample_events import job_event
@@ -35,7 +36,7 @@ from tests.support.waiting import wait_for
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 PER_RUN = 6
-JOB_EVENT_REASON = "marquez cannot take JobEvents (runUuid NPE in 0.50)"
+JOB_EVENT_REASON = JOB_EVENTS
 
 
 def _stream() -> tuple[list[tuple[str, bytes]], dict[str, Any], dict[str, Any]]:
@@ -43,7 +44,8 @@ def _stream() -> tuple[list[tuple[str, bytes]], dict[str, Any], dict[str, Any]]:
     a facet string (both on the run's key), then the rest of the run."""
     events = sequenced_run_events(runs=1, per_run=PER_RUN)
     key = events[0][0]
-    unfit_job = job_event(name="job0")
+    unfit_job = job_event(name="job0")  # as openlineage-python sends one: run facets on data
+    unfit_job["outputs"] = [{"namespace": "pg", "name": "t", "facets": {}, "outputFacets": {}}]
     with_nul = orjson.loads(orjson.dumps(events[1][1]))
     with_nul["run"]["facets"]["seq"]["note"] = "before\u0000after"
     with_nul["run"]["facets"]["seq"]["n"] = 100  # apart from the run's sequence

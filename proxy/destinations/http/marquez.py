@@ -6,9 +6,12 @@ for a bad value — both permanent. Malformed JSON comes back as HTTP 500 whose 
 
 Two events Marquez 0.50 answers with a 500 for ever, found before sending (issue 36):
 
-- a JobEvent (no ``run``): Marquez stores its raw row, then fails on the missing run
-  (``runUuid`` NullPointerException) — nothing useful is kept, and a retry stores another
-  raw row. Refused (dead-lettered) with the reason; route JobEvents elsewhere by rule.
+- a JobEvent (no ``run``) with a dataset that carries ``inputFacets`` or ``outputFacets``
+  — even empty, as openlineage-python always sends them: Marquez stores its raw row, then
+  fails on the missing run (``runUuid`` NullPointerException) — nothing else is kept, and
+  a retry stores another raw row. Refused (dead-lettered) with the reason; route such
+  JobEvents elsewhere by rule. Other JobEvents Marquez takes (201: it creates the job and
+  its datasets), and they are sent (checked on the real Marquez 0.50.0).
 - a NUL character (``\\u0000``) in a string: PostgreSQL refuses it, Marquez stores
   nothing. Refused by default, as Marquez fed directly refuses it; ``nul_characters:
   strip`` removes the NULs and sends the rest.
@@ -26,7 +29,10 @@ from proxy.openlineage.nul import has_nul, without_nul
 
 __all__ = ["JOB_EVENTS", "NUL_CHARACTERS", "MarquezTarget"]
 
-JOB_EVENTS = "marquez cannot take JobEvents (runUuid NPE in 0.50)"
+JOB_EVENTS = (
+    "marquez cannot take a JobEvent whose datasets carry inputFacets or outputFacets "
+    "(runUuid NPE in 0.50)"
+)
 NUL_CHARACTERS = (
     "marquez cannot take NUL characters (\\u0000) in strings: PostgreSQL refuses them "
     "(HTTP 500 in 0.50); nul_characters: strip removes them"
@@ -44,7 +50,7 @@ class MarquezTarget(HttpTarget):
     reads_event: ClassVar[bool] = True  # a JobEvent is told by its shape
 
     def fitted(self, event: dict[str, Any], payload: bytes) -> bytes:
-        if event_kind(event) is EventKind.JOB:
+        if event_kind(event) is EventKind.JOB and _run_facets_on_datasets(event):
             raise CannotTake(JOB_EVENTS)
         if has_nul(payload):
             if self.nul_characters == "dead_letter":
@@ -74,6 +80,16 @@ class MarquezTarget(HttpTarget):
         if status in (400, 422):
             return Verdict(False, False, f"Marquez refused the event (HTTP {status})")
         return judge_status(status)
+
+
+def _run_facets_on_datasets(event: dict[str, Any]) -> bool:
+    """Whether an input carries ``inputFacets`` or an output ``outputFacets`` (Marquez
+    files those under the event's run, which a JobEvent does not have)."""
+    for side, key in (("inputs", "inputFacets"), ("outputs", "outputFacets")):
+        datasets = event.get(side)
+        if isinstance(datasets, list) and any(isinstance(d, dict) and key in d for d in datasets):
+            return True
+    return False
 
 
 def _body_code(body: bytes) -> object:

@@ -8,8 +8,9 @@ way a proxy in the middle could change it (issue 36):
   with another schema afterwards: which version each run read, and the dataset's fields,
   follow the order of arrival;
 - column lineage, a FAIL, names with spaces, unicode and slashes;
-- what Marquez 0.50 cannot take: a JobEvent (500, a NullPointerException on the missing
-  run) and a NUL in a facet string (500, PostgreSQL refuses it).
+- what Marquez 0.50 cannot take: openlineage-python's JobEvent (its datasets carry
+  ``outputFacets``: 500, a NullPointerException on the missing run) and a NUL in a facet
+  string (500, PostgreSQL refuses it); and a JobEvent it takes (no such facets).
 
 Event times are a second apart, in the order the events are sent, as a live pipeline
 sends them.
@@ -28,7 +29,7 @@ __all__ = ["corpus", "refused_by_marquez"]
 
 _JOB_EVENT_SCHEMA = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/JobEvent"
 _PG = "postgres://warehouse:5432"
-_S3 = "s3://lake bucket"
+_S3 = "s3://lake-bucket"  # Marquez refuses a namespace with a space (400)
 
 
 def _schema(*fields: str) -> dict[str, Any]:
@@ -147,14 +148,8 @@ def corpus(namespace: str) -> list[dict[str, Any]]:
             inputs=[_dataset(_PG, "shop.public.orders")],
             outputs=[summary],
         ),
-        {
-            "eventTime": clock.tick(),
-            "producer": PRODUCER,
-            "schemaURL": _JOB_EVENT_SCHEMA,
-            "job": {"namespace": namespace, "name": f"{dag_a}.load"},
-            "inputs": [],
-            "outputs": [],
-        },
+        _job_event(clock, namespace, f"{dag_a}.load", outputFacets={}),  # refused
+        _job_event(clock, namespace, f"{dag_b}.report"),  # taken
         _run_event(clock, namespace, f"{dag_b}.report", report, "COMPLETE", bare=True),
         _run_event(clock, namespace, dag_a, ra, "COMPLETE", bare=True),
         # A second load changes the table's schema: the dataset's fields are the last seen.
@@ -177,6 +172,18 @@ def corpus(namespace: str) -> list[dict[str, Any]]:
     return events
 
 
+def _job_event(clock: _Clock, namespace: str, job: str, **output: Any) -> dict[str, Any]:
+    """A JobEvent naming the table its job writes; ``output`` adds keys to that output."""
+    return {
+        "eventTime": clock.tick(),
+        "producer": PRODUCER,
+        "schemaURL": _JOB_EVENT_SCHEMA,
+        "job": {"namespace": namespace, "name": job},
+        "inputs": [],
+        "outputs": [{"namespace": _PG, "name": "shop.public.orders", "facets": {}, **output}],
+    }
+
+
 def _with_nul(event: dict[str, Any]) -> dict[str, Any]:
     event["job"]["facets"]["documentation"] = facet(
         "DocumentationJobFacet", description="copied from a C string\u0000 with its terminator"
@@ -185,5 +192,7 @@ def _with_nul(event: dict[str, Any]) -> dict[str, Any]:
 
 
 def refused_by_marquez(event: dict[str, Any]) -> bool:
-    """What Marquez 0.50 answers 500 to: a JobEvent, or a NUL anywhere in a string."""
-    return "run" not in event or "\\u0000" in json.dumps(event)
+    """What Marquez 0.50 answers 500 to: a JobEvent whose datasets carry run facets, or a
+    NUL anywhere in a string."""
+    run_facets = any("outputFacets" in d for d in event.get("outputs") or [])
+    return ("run" not in event and run_facets) or "\\u0000" in json.dumps(event)

@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from tests.doubles.marquez_double import MarquezDouble
-from tests.sample_events import run_event
+from tests.sample_events import job_event, run_event
 from tests.support.marquez_state import post_raw
 
 pytestmark = [
@@ -55,6 +55,22 @@ CASES = {
     "runId not a UUID": orjson.dumps(_event(run={"runId": "not-a-uuid", "facets": {}})),
     "eventType unknown": orjson.dumps(_event(eventType="FINISHED")),
     "not JSON": b'{"eventType": "START", ',
+    # openlineage-python's JobEvent: inputFacets/outputFacets on its datasets (issue 36).
+    "JobEvent with run facets on datasets": orjson.dumps(
+        {
+            **job_event(namespace=f"double-{uuid.uuid4().hex[:8]}"),
+            "outputs": [{"namespace": "pg", "name": "t", "facets": {}, "outputFacets": {}}],
+        }
+    ),
+    "JobEvent without them": orjson.dumps(
+        {
+            **job_event(namespace=f"double-{uuid.uuid4().hex[:8]}"),
+            "outputs": [{"namespace": "pg", "name": "t", "facets": {}}],
+        }
+    ),
+    "NUL in a facet string": orjson.dumps(
+        _event(job={"namespace": "n", "name": "j", "facets": {"x": {"note": "a\u0000b"}}})
+    ),
 }
 
 

@@ -180,8 +180,8 @@ async def test_an_order_sensitive_corpus_looks_the_same_in_marquez_with_default_
     dead-lettered by the consumer instead of retried.
 
     Seen failing with the consumer in ``ordering: run`` (lanes per run key, the previous
-    default): the backlog's runs were delivered in another order and Marquez showed other
-    dataset versions."""
+    default): the backlog's runs were delivered in another order, and the two servers
+    differed in 38 and 53 places in two runs (0 in acknowledgement order)."""
     namespace = f"fidelity-{uuid.uuid4().hex[:8]}"
     sent = corpus(namespace)
     await asyncio.to_thread(create_topic, broker.bootstrap_servers, topic, 6)
@@ -194,14 +194,9 @@ async def test_an_order_sensitive_corpus_looks_the_same_in_marquez_with_default_
     proxied, direct = marquez["proxied"].url, marquez["direct"].url
     async with consuming_into(tmp_path, broker.bootstrap_servers, topic, proxied) as port:
         await wait_for(
-            lambda: asyncio.to_thread(_stored_at_least, proxied, namespace, len(taken)),
+            lambda: _handled(port, delivered=len(taken), dead_lettered=len(refused)),
             within=180,
-            what="Marquez (proxied) to store every event it can take",
-        )
-        await wait_for(
-            lambda: _dead_lettered(port, len(refused)),
-            within=120,
-            what="the refused events dead-lettered",
+            what="the consumer to deliver what Marquez takes and dead-letter the rest",
         )
         _, metrics = await status_of(port, "/metrics")
         dead_lettered = total(metrics, "lineage_consumer_dead_lettered_total")
@@ -221,16 +216,17 @@ async def test_an_order_sensitive_corpus_looks_the_same_in_marquez_with_default_
         refused
     )
     assert dead_lettered == len(refused)
-    assert len(stored_events(proxied, namespace)) == len(taken)
+    runs_taken = [e for e in taken if "run" in e]
+    assert len(stored_events(proxied, namespace)) == len(runs_taken)
     assert direct_view["jobs"] and direct_view["datasets"]
     assert found == []
     assert _states(direct_view) >= {"COMPLETED", "FAILED"}
 
 
-def _stored_at_least(base: str, namespace: str, count: int) -> bool:
-    return len(stored_events(base, namespace)) >= count
-
-
-async def _dead_lettered(port: int, count: int) -> bool:
+async def _handled(port: int, *, delivered: int, dead_lettered: int) -> bool:
+    """The consumer's own counts (Marquez lists no JobEvent among its stored events)."""
     _, metrics = await status_of(port, "/metrics")
-    return total(metrics, "lineage_consumer_dead_lettered_total") == count
+    return (
+        total(metrics, "lineage_consumer_delivered_total"),
+        total(metrics, "lineage_consumer_dead_lettered_total"),
+    ) == (delivered, dead_lettered)
