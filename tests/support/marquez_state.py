@@ -9,10 +9,11 @@ nodes and edges, fields) are sorted, so two servers that stored the same thing c
 equal. :func:`differences` lists every leaf that differs as ``path: left != right``.
 
 Two kinds of field differ between any two Marquez servers fed the very same events, so
-they are left out of the comparison (and named in docs/consumers/marquez.md): the clock
-times a server stamps on namespace, job and dataset rows when it writes them
-(:data:`SERVER_CLOCK_FIELDS`; a run's ``createdAt``/``updatedAt`` come from event times and
-*are* compared), and the random row identifiers it assigns (:data:`SERVER_ASSIGNED_IDS`;
+they are left out of the comparison (and named in docs/consumers/marquez.md): the
+``updatedAt`` a server stamps from its own clock on namespace, job and dataset rows when
+it writes them (:data:`SERVER_CLOCK_FIELDS`; every ``createdAt``, and a run's
+``updatedAt``, come from event times in the order events arrived, and *are* compared),
+and the random row identifiers it assigns (:data:`SERVER_ASSIGNED_IDS`;
 the versions they point at are compared through the version lists, whose ``version`` ids
 Marquez derives from the events). One value is a coin toss on any server: a facet an
 event sends under the same name both as a dataset facet and as an input facet (the
@@ -46,7 +47,7 @@ __all__ = [
 ]
 
 # Written by Marquez from its own clock when it stores a row (not from the event).
-SERVER_CLOCK_FIELDS = frozenset({"createdAt", "updatedAt"})
+SERVER_CLOCK_FIELDS = frozenset({"updatedAt"})
 # Row ids Marquez draws with UUID.randomUUID() (OpenLineageDao): differ on every server.
 SERVER_ASSIGNED_IDS = frozenset({"currentVersion", "parentJobUuid", "datasetVersion"})
 # What a tied facet (see the module's docstring) becomes once it equals a value sent.
