@@ -23,6 +23,7 @@ import pyspark
 import pytest
 from pyspark.sql import SparkSession
 
+from proxy.destinations.order_stamp import ORDER_HEADER
 from proxy.validation import EventValidator
 from spark_emitter.archive_jobs.compact import compact
 from spark_emitter.archive_jobs.graph import build_graph
@@ -114,9 +115,11 @@ async def test_example_pipeline_lineage_reaches_kafka_in_order_and_the_archive(
             "jobType": "APPLICATION",
         }
         assert job_type["_schemaURL"].endswith("JobTypeJobFacet.json#/$defs/JobTypeJobFacet")
-    # The application's START arrives first and its COMPLETE last: one run key, one
-    # partition, kept in order by the proxy.
-    assert events[0] is app_events[0] and events[-1] is app_events[1]
+    # The proxy took the application's START first and its COMPLETE last: their order
+    # stamps (what consumers merge partitions by) are the lowest and the highest.
+    stamps = sorted(records, key=lambda r: int(r.headers[ORDER_HEADER]))
+    first, last = (orjson.loads(stamps[i].value) for i in (0, -1))
+    assert (first, last) == (app_events[0], app_events[1])
 
     names = {e["job"]["name"] for e in events}
     assert names == {
