@@ -272,18 +272,18 @@ def _list(value: Any) -> list[Any]:
 
 
 def _job(job: Any) -> Iterator[str]:
-    job = _dict(job)
-    namespace, name = job.get("namespace"), job.get("name")
-    if isinstance(namespace, str):
-        yield f"ns:{namespace}"
-        if isinstance(name, str):
-            yield f"job:{namespace}/{name}"
+    return _named("job", job)
 
 
 def _dataset(dataset: Any) -> Iterator[str]:
-    dataset = _dict(dataset)
-    namespace, name = dataset.get("namespace"), dataset.get("name")
+    return _named("dataset", dataset)
+
+
+def _named(kind: str, holder: Any) -> Iterator[str]:
+    """``ns:{namespace}`` and ``{kind}:{namespace}/{name}`` of a job or dataset object."""
+    holder = _dict(holder)
+    namespace, name = holder.get("namespace"), holder.get("name")
     if isinstance(namespace, str):
         yield f"ns:{namespace}"
         if isinstance(name, str):
-            yield f"dataset:{namespace}/{name}"
+            yield f"{kind}:{namespace}/{name}"
