@@ -128,6 +128,8 @@ class ConflictGate:
     def __init__(self, max_namespaces: int = 100_000) -> None:
         self._taken: dict[str, int] = {}
         self._known_namespaces: OrderedDict[str, None] = OrderedDict()
+        # Bumped when a namespace becomes known: what conflicts may have shrunk.
+        self.generation = 0
         self._max_namespaces = max_namespaces
 
     def names(self, event: dict[str, Any] | None) -> frozenset[str]:
@@ -159,6 +161,8 @@ class ConflictGate:
             else:
                 del self._taken[name]
             if delivered and name.startswith("ns:"):
+                if name[3:] not in self._known_namespaces:
+                    self.generation += 1
                 self._known_namespaces[name[3:]] = None
                 if len(self._known_namespaces) > self._max_namespaces:
                     self._known_namespaces.popitem(last=False)
@@ -177,6 +181,9 @@ class Waiting:
     message: Message
     event: dict[str, Any] | None
     names: frozenset[str]
+    # ``names`` less the namespaces created, as of gate generation ``checked``.
+    conflicts: frozenset[str] = frozenset()
+    checked: int = -1
 
 
 class Lookahead:
@@ -207,9 +214,14 @@ class Lookahead:
         started: list[Waiting] = []
         kept: list[Waiting] = []
         held: set[str] = set()  # names of earlier events that stay
-        for waiting in self._entries:
-            names = gate.now(waiting.names)
-            if len(started) < slots and gate.free(names) and held.isdisjoint(names):
+        for index, waiting in enumerate(self._entries):
+            if len(started) == slots:
+                kept.extend(self._entries[index:])  # no slot left: the rest keep their places
+                break
+            if waiting.checked != gate.generation:  # a namespace was created since
+                waiting.conflicts, waiting.checked = gate.now(waiting.names), gate.generation
+            names = waiting.conflicts
+            if gate.free(names) and held.isdisjoint(names):
                 gate.take(names)
                 waiting.names = names
                 started.append(waiting)
