@@ -19,7 +19,7 @@ import aiohttp
 
 from proxy.destinations.base import DeliveryError, Destination, Unfit
 from proxy.destinations.hops import outgoing_headers
-from proxy.destinations.http.target import CannotTake, HttpTarget
+from proxy.destinations.http.target import CannotTake, HttpTarget, Verdict
 from proxy.destinations.retry import CircuitBreaker, OnRetry, RetryingDestination
 
 __all__ = ["EXCERPT_BYTES", "HttpDeliveryError", "HttpDestination", "parse_retry_after"]
@@ -82,7 +82,7 @@ class HttpDestination(Destination):
 
     def deliver(self, event: dict[str, Any], payload: bytes) -> Coroutine[Any, Any, None]:
         # The POST's own coroutine, not one around it: one frame fewer per event.
-        return self._post(self._fitted(event, payload))
+        return self._post(self._fitted(event, payload), self.target.fails_for_good(event))
 
     async def deliver_batch(
         self, events: Sequence[dict[str, Any]], payloads: Sequence[bytes]
@@ -98,7 +98,9 @@ class HttpDestination(Destination):
         except CannotTake as exc:
             raise Unfit(self.name, exc.reason) from None
 
-    async def _post(self, body: bytes) -> None:
+    async def _post(self, body: bytes, final: str | None = None) -> None:
+        """POST ``body``; a refusal raises :class:`HttpDeliveryError`, never retriable when
+        ``final`` says why (see :meth:`HttpTarget.fails_for_good`)."""
         if self._session is None:
             raise RuntimeError(f"{self.name}: destination not started")
         try:
@@ -117,6 +119,8 @@ class HttpDestination(Destination):
             raise HttpDeliveryError(self.name, f"connection failed: {exc}", retriable=True) from exc
         verdict = self.target.judge(status, answer)
         if not verdict.accepted:
+            if final is not None:
+                verdict = Verdict(False, False, f"{final}: {verdict.reason}")
             raise HttpDeliveryError(
                 self.name,
                 verdict.reason,

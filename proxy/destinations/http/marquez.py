@@ -7,11 +7,13 @@ for a bad value — both permanent. Malformed JSON comes back as HTTP 500 whose 
 Two events Marquez 0.50 answers with a 500 for ever, found before sending (issue 36):
 
 - a JobEvent (no ``run``) with a dataset that carries ``inputFacets`` or ``outputFacets``
-  — even empty, as openlineage-python always sends them: Marquez stores its raw row, then
-  fails on the missing run (``runUuid`` NullPointerException) — nothing else is kept, and
-  a retry stores another raw row. Refused (dead-lettered) with the reason; route such
-  JobEvents elsewhere by rule. Other JobEvents Marquez takes (201: it creates the job and
-  its datasets), and they are sent (checked on the real Marquez 0.50.0).
+  — even empty, as openlineage-python always sends them: Marquez stores its raw row and
+  its output datasets' versions, then fails on the missing run (``runUuid``
+  NullPointerException), and each retry stores another raw row. It is sent **once**, as a
+  client sending directly would, and its 500 is final (dead-lettered with the reason), so
+  Marquez shows what it shows when fed directly; route such JobEvents elsewhere by rule to
+  keep them. Other JobEvents Marquez takes (201: it creates the job and its datasets), and
+  they are sent as any event (checked on the real Marquez 0.50.0).
 - a NUL character (``\\u0000``) in a string: PostgreSQL refuses it, Marquez stores
   nothing. Refused by default, as Marquez fed directly refuses it; ``nul_characters:
   strip`` removes the NULs and sends the rest.
@@ -50,13 +52,16 @@ class MarquezTarget(HttpTarget):
     reads_event: ClassVar[bool] = True  # a JobEvent is told by its shape
 
     def fitted(self, event: dict[str, Any], payload: bytes) -> bytes:
-        if event_kind(event) is EventKind.JOB and _run_facets_on_datasets(event):
-            raise CannotTake(JOB_EVENTS)
         if has_nul(payload):
             if self.nul_characters == "dead_letter":
                 raise CannotTake(NUL_CHARACTERS)
             return without_nul(payload)
         return payload
+
+    def fails_for_good(self, event: dict[str, Any]) -> str | None:
+        if event_kind(event) is EventKind.JOB and _run_facets_on_datasets(event):
+            return JOB_EVENTS
+        return None
 
     def endpoint(self) -> str:
         return f"{self.url}/api/v1/lineage"

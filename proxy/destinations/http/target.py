@@ -169,6 +169,12 @@ class HttpTarget(StrictModel):
         target is known to fail on (it would answer a 5xx for ever). Targets refine it."""
         return payload
 
+    def fails_for_good(self, event: dict[str, Any]) -> str | None:
+        """Why a failed answer to ``event`` is final, for an event the target is known to
+        fail on *after* it wrote part of it (as fed directly, once): sent once, its
+        failure is not retried. None for every other event. Targets refine it."""
+        return None
+
     def health_check(self) -> str | None:
         """The URL whose 2xx to a GET says the target is up, or None."""
         return self.health_url
