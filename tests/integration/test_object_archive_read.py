@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 
 import orjson
@@ -68,8 +69,10 @@ def credentials(monkeypatch) -> None:
 
 async def _archive(s3: S3Server, prefix: str) -> list[dict]:
     events = []
+    runs: dict[str, str] = {}  # one run per namespace: one key, one partition
     for namespace, when in ARCHIVED:
-        event = run_event(namespace=namespace, name="nightly")
+        run_id = runs.setdefault(namespace, str(uuid.uuid4()))
+        event = run_event(namespace=namespace, name="nightly", run_id=run_id)
         event["eventTime"] = when
         events.append(event)
     writers = [
@@ -160,7 +163,7 @@ async def test_replay_command_sends_one_namespace_from_the_bucket_to_a_topic(
     assert sorted(orjson.dumps(e) for e in landed) == sorted(orjson.dumps(e) for e in kept)
     assert [parse_time(e["eventTime"]) for e in landed] == sorted(
         parse_time(e["eventTime"]) for e in kept
-    ), "one job, one key, one partition: in event-time order"
+    ), "one run, one key, one partition: in event-time order"
 
 
 # Both jobs in one process, as ``lineage-proxy spark compact`` then ``... graph`` would
