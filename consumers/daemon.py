@@ -151,14 +151,20 @@ class ConsumerDaemon:
             # revoke cancels deliveries still running after shutdown_timeout_seconds;
             # the margin lets them unwind before the thread stops waiting.
             revoke_timeout=config.shutdown_timeout_seconds + 5,
+            positions=config.delivery_order() == "acknowledged",
         )
         self._reads_event = True
         self._slots = asyncio.Semaphore(config.concurrency)
         self._lanes: dict[LaneKey, _Lane] = {}
         # Acknowledgement order (ordering: acknowledged): the merge across partitions, what
         # the deliveries in flight name, and those deliveries with their partitions.
+        # A partition with a backlog is waited for while half the fetch bounds are free.
         self._reorder: ReorderBuffer | None = (
-            ReorderBuffer(config.reorder_window_seconds)
+            ReorderBuffer(
+                config.reorder_window_seconds,
+                full_records=config.max_buffered // 2,
+                full_bytes=config.max_buffered_bytes // 2,
+            )
             if config.delivery_order() == "acknowledged"
             else None
         )
@@ -303,6 +309,8 @@ class ConsumerDaemon:
                 self.metrics.duplicates_skipped.inc()
                 self._release((message,))
                 self._done(message)
+                if self._reorder is not None:
+                    self._reorder.skip(partition, message.offset() or 0)
                 continue
             if self._reorder is not None:
                 self._reorder.add(partition, message, time.monotonic())
@@ -322,14 +330,18 @@ class ConsumerDaemon:
                 self._scheduler = asyncio.create_task(self._schedule_in_order())
 
     def assigned(
-        self, partitions: list[Partition], done_before: Mapping[Partition, set[int]]
+        self,
+        partitions: list[Partition],
+        done_before: Mapping[Partition, set[int]],
+        positions: Mapping[Partition, tuple[int, int]],
     ) -> None:
         """``done_before``: per partition, the offsets its last owner finished past the
-        committed one (its commit metadata), to skip."""
+        committed one (its commit metadata), to skip; ``positions``: where fetching
+        starts and the high watermark (for the merge in acknowledgement order)."""
         for partition in partitions:
             self._trackers[partition] = OffsetTracker(done_before.get(partition, ()))
         if self._reorder is not None:
-            self._reorder.assign(partitions)
+            self._reorder.assign(partitions, positions)
         share = -(-self.config.concurrency // max(1, len(self._trackers)))  # rounded up
         for partition in partitions:
             self._stripes.setdefault(partition, share)  # never changed under queued events
@@ -606,6 +618,9 @@ class ConsumerDaemon:
 
     def watermarks(self, highs: dict[Partition, int]) -> None:
         self._highs.update(highs)
+        if self._reorder is not None:
+            self._reorder.watermarks(highs)
+            self._wake.set()
         for (topic, partition), lag in self._lags().items():
             self.metrics.set_lag(topic, partition, lag)
 

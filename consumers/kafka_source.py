@@ -44,6 +44,9 @@ log = logging.getLogger(__name__)
 
 Partition = tuple[str, int]
 
+# auto.offset.reset values that start a partition without a commit at its beginning.
+_EARLIEST = frozenset({"earliest", "smallest", "beginning"})
+
 # librdkafka's prefetch for our consumers (``group.settings`` may override them): at most
 # 8 MiB queued ahead per consumer, fetched 8 MiB at a time, and no more than 2,000
 # messages per partition — instead of 64 MiB + 50 MiB and 100,000 per partition. Once its
@@ -85,10 +88,15 @@ class SourceHandler(Protocol):
     def receive(self, messages: list[Message]) -> None: ...
 
     def assigned(
-        self, partitions: list[Partition], done_before: Mapping[Partition, set[int]]
+        self,
+        partitions: list[Partition],
+        done_before: Mapping[Partition, set[int]],
+        positions: Mapping[Partition, tuple[int, int]],
     ) -> None:
         """``done_before``: offsets finished past each partition's committed one, as its
-        last owner's commit metadata says (consumers/offsets.py)."""
+        last owner's commit metadata says (consumers/offsets.py). ``positions``: where
+        asked for (``KafkaSource(positions=True)``) and known, the offset fetching starts
+        at and the high watermark."""
         ...
 
     async def revoke(self, partitions: list[Partition]) -> list[TopicPartition]:
@@ -145,8 +153,10 @@ class KafkaSource:
         max_buffered_bytes: int,
         revoke_timeout: float,
         poll_batch: int = 500,
+        positions: bool = False,
     ) -> None:
         self.settings = settings
+        self._want_positions = positions
         self.topics = topics
         self._handler = handler
         self._max_buffered = max_buffered
@@ -384,11 +394,38 @@ class KafkaSource:
     def _assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         assert self._loop is not None
         log.info("assigned %s", _names(partitions))
+        committed = _committed(consumer, partitions)
         self._loop.call_soon_threadsafe(
             self._handler.assigned,
             [(tp.topic, tp.partition) for tp in partitions],
-            _done_before(consumer, partitions),
+            {
+                (tp.topic, tp.partition): decode_done(tp.offset, tp.metadata)
+                for tp in committed
+                if tp.offset >= 0
+            },
+            self._positions(consumer, partitions, committed) if self._want_positions else {},
         )
+
+    def _positions(
+        self,
+        consumer: Consumer,
+        partitions: list[TopicPartition],
+        committed: list[TopicPartition],
+    ) -> dict[Partition, tuple[int, int]]:
+        """Per partition, the offset fetching starts at and the high watermark now, where
+        the brokers answer within a second (an order-sensitive merge waits for a partition
+        with a backlog; see consumers/ordered.py)."""
+        start_at = {(tp.topic, tp.partition): tp.offset for tp in committed if tp.offset >= 0}
+        earliest = str(self.settings.get("auto.offset.reset", "")) in _EARLIEST
+        out = {}
+        for tp in partitions:
+            try:
+                low, high = consumer.get_watermark_offsets(tp, timeout=1.0, cached=False)
+            except KafkaException:
+                break  # the brokers do not answer now: the merge falls back on its window
+            partition = (tp.topic, tp.partition)
+            out[partition] = (start_at.get(partition, low if earliest else high), high)
+        return out
 
     def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         assert self._loop is not None
@@ -418,21 +455,17 @@ class KafkaSource:
         )
 
 
-def _done_before(consumer: Consumer, partitions: list[TopicPartition]) -> dict[Partition, set[int]]:
-    """What the last owners finished past their commits (their commit metadata); nothing
-    when the group coordinator cannot say now (those events are delivered again)."""
+def _committed(consumer: Consumer, partitions: list[TopicPartition]) -> list[TopicPartition]:
+    """The committed offsets, with what the last owners finished past them (their commit
+    metadata); nothing when the group coordinator cannot say now (those events are
+    delivered again)."""
     if not partitions:
-        return {}
+        return []
     try:
-        committed = consumer.committed(partitions, timeout=5.0)
+        return list(consumer.committed(partitions, timeout=5.0))
     except KafkaException as exc:
         log.warning("could not read the committed offsets' metadata: %s", exc)
-        return {}
-    return {
-        (tp.topic, tp.partition): decode_done(tp.offset, tp.metadata)
-        for tp in committed
-        if tp.offset >= 0
-    }
+        return []
 
 
 def _commit(consumer: Consumer, offsets: list[TopicPartition]) -> None:

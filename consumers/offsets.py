@@ -66,7 +66,7 @@ class OffsetTracker:
         self._pending: deque[int] = deque()
         self._done: set[int] = set()
         self._next: int | None = None  # offset after the last contiguous done one
-        self.committed: int | None = None  # what was last handed to Kafka
+        self._committed: int | None = None  # what Kafka last took
         # Offsets an earlier owner finished past its commit point (its commit metadata).
         self._done_before = set(done_before)
         self._changes = 0  # done() calls, to tell whether the metadata changed
@@ -96,16 +96,6 @@ class OffsetTracker:
             return self._next
         return self._pending[0] if self._pending else None
 
-    def to_commit(self) -> int | None:
-        """The commit point if it moved since the last commit, else None."""
-        if self._next is None or self._next == self.committed:
-            return None
-        return self._next
-
-    @property
-    def pending(self) -> int:
-        return len(self._pending)
-
     def commit_point(self) -> tuple[int, str, int] | None:
         """(offset, metadata, changes) to commit when anything finished since the last
         commit — the point moved, or offsets past it finished; None otherwise. Hand the
@@ -113,9 +103,9 @@ class OffsetTracker:
         offset = self.position
         if offset is None:
             return None
-        if offset == self.committed and self._changes == self._committed_changes:
+        if offset == self._committed and self._changes == self._committed_changes:
             return None
         return offset, encode_done(offset, self._done), self._changes
 
     def committed_at(self, point: tuple[int, str, int]) -> None:
-        self.committed, _, self._committed_changes = point
+        self._committed, _, self._committed_changes = point

@@ -11,7 +11,10 @@ order the lanes ran. For such a target the daemon delivers in *acknowledgement o
    partition stays in offset order; across partitions the record with the lowest stamp
    goes first. A record waits until every other assigned partition has a record after
    it (then nothing earlier can still come from there) or until it has waited the
-   reorder window (a partition with nothing new must not hold the others back).
+   reorder window (a partition with nothing new must not hold the others back). A
+   partition known to hold records not fetched yet (its high watermark ahead of the next
+   offset to fetch: a backlog whose fetch lags) holds the others past the window, for up
+   to ``max_hold_seconds``, while the buffer has room.
 2. :class:`ConflictGate` lets records that share nothing run side by side: an event
    starts only when no earlier event — in flight, or still waiting — names the same run,
    job, dataset or (the first time one is seen) namespace. Events that touch the same
@@ -21,15 +24,16 @@ order the lanes ran. For such a target the daemon delivers in *acknowledgement o
    its target (retried, or its dead letter not yet written) holds back only the events
    that name what it names, not every event behind it.
 
-What remains (docs/consumers/ordering.md): records that reach a consumer later than the
-window after later-stamped ones (a spool drained after an outage) are delivered when they
-come; order is kept within one consumer process, across the partitions it holds.
+What remains (docs/consumers/ordering.md): records written to Kafka later than the
+window after later-stamped ones were fetched (a spool drained after an outage) are
+delivered when they come; order is kept within one consumer process, across the
+partitions it holds.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,28 +48,70 @@ Partition = tuple[str, int]
 
 
 class ReorderBuffer:
-    """Records of the assigned partitions, released in stamp order (see module doc)."""
+    """Records of the assigned partitions, released in stamp order (see module doc).
 
-    def __init__(self, window_seconds: float) -> None:
+    ``full_records`` / ``full_bytes``: past either the buffer counts as full and no
+    partition holds the others past the window (the daemon sets half of its fetch bounds,
+    so that a lagging partition is waited for while there is room to fetch it)."""
+
+    def __init__(
+        self,
+        window_seconds: float,
+        *,
+        max_hold_seconds: float = 30.0,
+        full_records: int = 5_000,
+        full_bytes: int = 8 * 1024 * 1024,
+    ) -> None:
         self.window = window_seconds
+        self.max_hold = max(max_hold_seconds, window_seconds)
+        self._full_records = full_records
+        self._full_bytes = full_bytes
         self._queues: dict[Partition, deque[tuple[int, float, Message]]] = {}
+        # Per partition: the next offset to fetch (None: not known) and the high watermark.
+        self._next: dict[Partition, int | None] = {}
+        self._high: dict[Partition, int] = {}
         self._size = 0
+        self._bytes = 0
 
     def __len__(self) -> int:
         return self._size
 
-    def assign(self, partitions: Iterable[Partition]) -> None:
+    def assign(
+        self,
+        partitions: Iterable[Partition],
+        positions: Mapping[Partition, tuple[int, int]] | None = None,
+    ) -> None:
+        """``positions``: per partition, where the source could tell, the offset fetching
+        starts at and the high watermark then."""
         for partition in partitions:
             self._queues.setdefault(partition, deque())
+            start, high = (positions or {}).get(partition, (None, None))
+            self._next[partition] = start
+            if high is not None:
+                self._high[partition] = high
+
+    def watermarks(self, highs: Mapping[Partition, int]) -> None:
+        """The partitions' high watermarks as last fetched."""
+        for partition, high in highs.items():
+            if partition in self._queues:
+                self._high[partition] = max(high, self._high.get(partition, high))
+
+    def skip(self, partition: Partition, offset: int) -> None:
+        """``offset`` was fetched but takes no place in the merge (finished already)."""
+        if partition in self._queues:
+            self._next[partition] = offset + 1
 
     def drop(self, partitions: Iterable[Partition]) -> list[Message]:
         """Forget ``partitions`` (revoked or lost); returns the records they held."""
         dropped: list[Message] = []
         for partition in partitions:
             queue = self._queues.pop(partition, None)
+            self._next.pop(partition, None)
+            self._high.pop(partition, None)
             if queue:
                 dropped.extend(message for _, _, message in queue)
         self._size -= len(dropped)
+        self._bytes -= sum(len(message) for message in dropped)
         return dropped
 
     def drop_all(self) -> list[Message]:
@@ -82,7 +128,9 @@ class ReorderBuffer:
             _, millis = message.timestamp()
             stamp = max(millis, 0) * 1_000_000
         queue.append((stamp, now, message))
+        self._next[partition] = (message.offset() or 0) + 1
         self._size += 1
+        self._bytes += len(message)
 
     def _first(self) -> tuple[Partition, tuple[int, float, Message]] | None:
         heads = [(queue[0], partition) for partition, queue in self._queues.items() if queue]
@@ -91,17 +139,33 @@ class ReorderBuffer:
         head, partition = min(heads, key=lambda item: (item[0][0], item[1]))
         return partition, head
 
+    def _lagging(self, partition: Partition) -> bool:
+        """Another partition, empty here, known to hold records not fetched yet."""
+        for other, queue in self._queues.items():
+            if other != partition and not queue:
+                start, high = self._next.get(other), self._high.get(other)
+                if start is not None and high is not None and start < high:
+                    return True
+        return False
+
     def peek(self, now: float) -> Message | None:
         """The next record in stamp order if it may go now, else None."""
         first = self._first()
         if first is None:
             return None
         partition, (_, fetched, message) = first
-        if now - fetched >= self.window:
-            return message
+        waited = now - fetched
         if all(queue for other, queue in self._queues.items() if other != partition):
             return message  # every other partition has a later record: nothing can overtake
-        return None
+        if waited < self.window:
+            return None
+        if waited < self.max_hold and not self.full and self._lagging(partition):
+            return None  # a partition's backlog is still being fetched
+        return message
+
+    @property
+    def full(self) -> bool:
+        return self._size >= self._full_records or self._bytes >= self._full_bytes
 
     def pop(self, message: Message) -> None:
         """Take ``message``, which :meth:`peek` returned."""
@@ -109,13 +173,18 @@ class ReorderBuffer:
         assert queue[0][2] is message
         queue.popleft()
         self._size -= 1
+        self._bytes -= len(message)
 
     def wait_seconds(self, now: float) -> float | None:
-        """How long until the first record may go by the window; None when empty."""
+        """How long until the first record may go by the window (or, when a lagging
+        partition holds it, by ``max_hold_seconds``); None when empty."""
         first = self._first()
         if first is None:
             return None
-        return max(0.0, first[1][1] + self.window - now)
+        fetched = first[1][1]
+        if now - fetched < self.window:
+            return fetched + self.window - now
+        return max(0.0, fetched + self.max_hold - now)
 
 
 class ConflictGate:
@@ -166,11 +235,6 @@ class ConflictGate:
                 self._known_namespaces[name[3:]] = None
                 if len(self._known_namespaces) > self._max_namespaces:
                     self._known_namespaces.popitem(last=False)
-
-    @property
-    def in_flight(self) -> int:
-        """How many distinct names are held now (0: nothing in flight)."""
-        return len(self._taken)
 
 
 @dataclass(slots=True)

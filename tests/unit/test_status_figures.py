@@ -119,7 +119,7 @@ def test_a_consumer_whose_partitions_are_lost_shows_it_on_the_status_page() -> N
     daemon = ConsumerDaemon("archive", config, bootstrap_servers="127.0.0.1:9", default_topic="e")
     registry = CollectorRegistry()
     registry.register(daemon.metrics.registry)
-    daemon.assigned([("e", 0), ("e", 1)], {})
+    daemon.assigned([("e", 0), ("e", 1)], {}, {})
     reading = read_registry(registry)
     [shown] = _consumers(reading, reading, 1.0)
     assert (shown["state"], shown["assigned_partitions"]) == ("consuming", 2)

@@ -174,30 +174,27 @@ async def test_an_order_sensitive_corpus_looks_the_same_in_marquez_with_default_
     """Issue 36's corpus (tests/integration/marquez/fidelity_corpus.py): two DAGs
     interleaved, children whose later events carry no facets, a reader of another DAG's
     write, a schema change, JobEvents and a NUL — sent through the proxy by one client and
-    consumed with the default settings into ``proxied`` as they come, and POSTed one by
-    one to ``direct``. The two must show the same graph; what Marquez refuses (500 when fed
+    consumed with the default settings into ``proxied``, and POSTed one by one to
+    ``direct``. The two must show the same graph; what Marquez refuses (500 when fed
     directly) is sent at most once and dead-lettered, never retried.
 
-    Seen failing with the consumer in ``ordering: run`` (lanes per run key, the previous
-    default) on a backlog (the consumer started after the events were sent): 38 and 53
-    differences in two runs. A backlog in acknowledgement order passed here but showed 16
-    differences in one CI run under CPU load, where a partition's first fetch came later
-    than the reorder window (docs/consumers/ordering.md, "What remains"): fed live here
-    until the merge knows each partition's backlog."""
+    The consumer starts after every event was acknowledged: a backlog over 6 partitions,
+    the hardest case for the merge. Seen failing with the consumer in ``ordering: run``
+    (lanes per run key, the previous default): 38 and 53 differences in two runs; and in
+    acknowledgement order before the merge waited for partitions with unread records,
+    16 differences in one CI run under CPU load (a partition's first fetch came later
+    than the reorder window)."""
     namespace = f"fidelity-{uuid.uuid4().hex[:8]}"
     sent = corpus(namespace)
     await asyncio.to_thread(create_topic, broker.bootstrap_servers, topic, 6)
     refused = [e for e in sent if refused_by_marquez(e)]
     taken = [e for e in sent if not refused_by_marquez(e)]
     proxied, direct = marquez["proxied"].url, marquez["direct"].url
-    async with (
-        consuming_into(tmp_path, broker.bootstrap_servers, topic, proxied) as port,
-        start_proxy() as url,
-        ClientSession() as session,
-    ):
+    async with start_proxy() as url, ClientSession() as session:
         for event in sent:  # one client: each event after the last was acknowledged
             async with session.post(f"{url}/api/v1/lineage", data=orjson.dumps(event)) as r:
                 assert r.status == 200, await r.text()
+    async with consuming_into(tmp_path, broker.bootstrap_servers, topic, proxied) as port:
         await wait_for(
             lambda: _handled(port, delivered=len(taken), dead_lettered=len(refused)),
             within=180,

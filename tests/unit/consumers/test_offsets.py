@@ -7,16 +7,25 @@ def test_commit_point_waits_for_the_lowest_unfinished_offset():
     tracker = OffsetTracker()
     for offset in (10, 11, 12, 13):
         tracker.add(offset)
-    assert tracker.position == 10 and tracker.to_commit() is None
+    assert tracker.position == 10
+    first = tracker.commit_point()
+    assert first is not None and first[0] == 10  # nothing finished: where to start again
+    tracker.committed_at(first)
+    assert tracker.commit_point() is None  # nothing new since the last commit
     tracker.done(12)
     tracker.done(11)
-    assert tracker.to_commit() is None  # 10 still in flight
+    point = tracker.commit_point()
+    assert point is not None and point[0] == 10  # 10 still in flight: 11 and 12 go along
+    assert decode_done(point[0], point[1]) == {11, 12}
+    tracker.committed_at(point)
     tracker.done(10)
-    assert tracker.to_commit() == 13 and tracker.position == 13
-    tracker.committed = 13
-    assert tracker.to_commit() is None  # nothing new since the last commit
+    point = tracker.commit_point()
+    assert point is not None and point[:2] == (13, "") and tracker.position == 13
+    tracker.committed_at(point)
+    assert tracker.commit_point() is None
     tracker.done(13)
-    assert tracker.to_commit() == 14 and tracker.pending == 0
+    point = tracker.commit_point()
+    assert point is not None and point[0] == 14
 
 
 def test_offsets_finished_past_the_commit_point_go_with_it_and_are_skipped_by_the_next_owner():

@@ -4,11 +4,14 @@ are cancelled, then the last commit) and crashes (no last commit), on a partitio
 offsets have gaps (compaction, transaction markers).
 
 The promise checked: the group's committed offset never passes an event that was not
-delivered — after any crash the next owner starts at or before every undelivered event —
-and once everything is delivered the commit reaches the end of the partition. The daemon
-uses one :class:`~consumers.offsets.OffsetTracker` per assigned partition exactly as
-modelled here: ``add`` at fetch, ``done`` at delivery, ``to_commit`` at each commit and
-at revoke, a new tracker at assignment (consumers/daemon.py).
+delivered, and no offset the commit's metadata says was finished past it (the next owner
+skips those) was left undelivered — after any crash the next owner delivers every
+undelivered event — and once everything is delivered the commit reaches the end of the
+partition. The daemon uses one :class:`~consumers.offsets.OffsetTracker` per assigned
+partition exactly as modelled here: ``add`` at fetch (skipping what it says the last owner
+finished), ``done`` at delivery, ``commit_point`` then ``committed_at`` at each commit and
+at revoke, a new tracker from the committed metadata at assignment (consumers/daemon.py,
+consumers/kafka_source.py).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from consumers.offsets import OffsetTracker
+from consumers.offsets import OffsetTracker, decode_done
 
 
 class OffsetMachine(RuleBasedStateMachine):
@@ -29,7 +32,9 @@ class OffsetMachine(RuleBasedStateMachine):
         self.in_flight: list[int] = []
         self.delivered: set[int] = set()
         self.group_committed: int | None = None  # what the broker keeps for the group
+        self.group_metadata = ""  # with it: the offsets finished past it
         self.commits: list[int] = []
+        self.skipped = 0
 
     @initialize(
         start=st.integers(0, 10**12),
@@ -45,8 +50,12 @@ class OffsetMachine(RuleBasedStateMachine):
     @rule(count=st.integers(1, 10))
     def fetch(self, count: int) -> None:
         for offset in self.log[self.next_fetch : self.next_fetch + count]:
-            self.tracker.add(offset)
-            self.in_flight.append(offset)
+            if self.tracker.add(offset):  # the last owner finished it: skipped, done
+                assert offset in self.delivered, f"{offset} skipped but never delivered"
+                self.skipped += 1
+                self.tracker.done(offset)
+            else:
+                self.in_flight.append(offset)
         self.next_fetch = min(len(self.log), self.next_fetch + count)
 
     @precondition(lambda self: self.in_flight)
@@ -60,11 +69,11 @@ class OffsetMachine(RuleBasedStateMachine):
 
     @rule()
     def commit(self) -> None:
-        point = self.tracker.to_commit()
+        point = self.tracker.commit_point()
         if point is not None:
-            self.group_committed = point
-            self.tracker.committed = point
-            self.commits.append(point)
+            self.group_committed, self.group_metadata, _ = point
+            self.tracker.committed_at(point)
+            self.commits.append(point[0])
 
     @rule(finishing=st.sets(st.integers(0, 60)))
     def rebalance(self, finishing: set[int]) -> None:
@@ -84,9 +93,11 @@ class OffsetMachine(RuleBasedStateMachine):
         self._reassign()
 
     def _reassign(self) -> None:
-        self.tracker = OffsetTracker()
-        self.in_flight.clear()
         resume = self.group_committed
+        self.tracker = OffsetTracker(
+            () if resume is None else decode_done(resume, self.group_metadata)
+        )
+        self.in_flight.clear()
         self.next_fetch = (
             0
             if resume is None
@@ -99,6 +110,8 @@ class OffsetMachine(RuleBasedStateMachine):
             behind = [o for o in self.log if o < self.group_committed]
             undelivered = [o for o in behind if o not in self.delivered]
             assert undelivered == [], f"committed {self.group_committed} past {undelivered}"
+            said_done = decode_done(self.group_committed, self.group_metadata)
+            assert said_done <= self.delivered, f"metadata names {said_done - self.delivered}"
 
     @invariant()
     def the_committed_offset_never_goes_back(self) -> None:
