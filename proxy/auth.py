@@ -6,11 +6,18 @@ digest (``token_sha256``) instead of the token. A verified client certificate ma
 for a token (``client_cn``). A token's scope is a list of globs per event kind:
 
 * RunEvents and JobEvents: ``job.namespace`` must match ``namespaces`` — a token for
-  ``team-a*`` posting a run of ``team-b`` is refused with 403. The datasets a run read
-  or wrote are not checked: a job reports what it touched, wherever that lives.
+  ``team-a*`` posting a run of ``team-b`` is refused with 403 — and so must the job
+  namespaces of the run's parent and root (parent facet): they decide what the run
+  attaches to downstream, so a team-a token cannot hang runs under team-b's jobs.
+* The datasets a run or job read or wrote: by default not checked (a job reports what it
+  touched, wherever that lives); ``run_datasets: outputs`` checks what it wrote, ``all``
+  what it read too, against ``dataset_namespaces``.
 * DatasetEvents (no job): ``dataset.namespace`` must match ``dataset_namespaces``, which
   defaults to ``namespaces`` — so a ``team-a*`` token cannot post a DatasetEvent for
   ``postgres://db:5432`` unless that namespace is listed there.
+
+A request with two ``Authorization`` headers is refused (400): which one a server or a
+proxy in front of it reads differs, so neither is trusted.
 """
 
 from __future__ import annotations
@@ -21,11 +28,13 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from typing import Any, Literal
 
 from aiohttp import web
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from proxy.http_errors import RequestError
+from proxy.openlineage.names import Role, named_namespaces
 from proxy.secrets import check_one_source, secret_value
 from proxy.strict import StrictModel
 from proxy.tls import client_common_name
@@ -60,6 +69,10 @@ class TokenConfig(StrictModel):
     # Dataset namespaces this token may post DatasetEvents for, as globs; None: the same
     # globs as `namespaces`.
     dataset_namespaces: list[str] | None = None
+    # Which datasets of a RunEvent or JobEvent must be in dataset_namespaces too:
+    # unchecked (a job reports what it touched, wherever that lives), outputs (what it
+    # wrote), all (what it read too).
+    run_datasets: Literal["unchecked", "outputs", "all"] = "unchecked"
 
     @field_validator("token_sha256")
     @classmethod
@@ -115,6 +128,16 @@ class AuthConfig(StrictModel):
         return self
 
 
+# Which roles of a namespace (proxy/openlineage/names.py) are checked against which scope,
+# per ``run_datasets``.
+_JOB_ROLES: frozenset[Role] = frozenset({"job", "parent", "root"})
+_DATASET_ROLES: dict[str, frozenset[Role]] = {
+    "unchecked": frozenset({"dataset"}),
+    "outputs": frozenset({"dataset", "output"}),
+    "all": frozenset({"dataset", "output", "input"}),
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Principal:
     """Who sent a request and which namespaces they may post for."""
@@ -122,13 +145,31 @@ class Principal:
     name: str
     namespaces: tuple[str, ...]
     dataset_namespaces: tuple[str, ...]
+    run_datasets: Literal["unchecked", "outputs", "all"] = "unchecked"
+
+    def refusal(self, event: dict[str, Any]) -> tuple[str, str, str] | None:
+        """The first namespace ``event`` names outside this scope, as (JSON pointer,
+        namespace, the scope's setting), or None when every one is in scope."""
+        if "*" in self.namespaces and "*" in self.dataset_namespaces:
+            return None  # unrestricted (anonymous, or auth off): nothing to walk
+        dataset_roles = _DATASET_ROLES[self.run_datasets]
+        for role, pointer, namespace in named_namespaces(event):
+            if role in _JOB_ROLES:
+                if not _matches(namespace, self.namespaces):
+                    return pointer, namespace, "namespaces"
+            elif role in dataset_roles and not _matches(namespace, self.dataset_namespaces):
+                return pointer, namespace, "dataset_namespaces"
+        return None
 
     def may_post_for(self, namespace: str, *, dataset_event: bool = False) -> bool:
         """Whether a job namespace (or, for a DatasetEvent, a dataset namespace) is in scope."""
-        patterns = self.dataset_namespaces if dataset_event else self.namespaces
-        # "*" (every anonymous or unrestricted token) matches anything: no pattern match
-        # per event (1.8% of a batch's CPU in the profile).
-        return "*" in patterns or any(fnmatchcase(namespace, pattern) for pattern in patterns)
+        return _matches(namespace, self.dataset_namespaces if dataset_event else self.namespaces)
+
+
+def _matches(namespace: str, patterns: tuple[str, ...]) -> bool:
+    # "*" (every anonymous or unrestricted token) matches anything: no pattern match per
+    # event (1.8% of a batch's CPU in the profile).
+    return "*" in patterns or any(fnmatchcase(namespace, pattern) for pattern in patterns)
 
 
 ANONYMOUS = Principal("anonymous", ("*",), ("*",))
@@ -149,7 +190,9 @@ class Authenticator:
         self._tokens: list[tuple[bytes, Principal]] = []
         self._client_names: dict[str, Principal] = {}
         for token in config.tokens:
-            principal = Principal(token.name, tuple(token.namespaces), token.dataset_scope())
+            principal = Principal(
+                token.name, tuple(token.namespaces), token.dataset_scope(), token.run_datasets
+            )
             if token.client_cn is not None:
                 self._client_names[token.client_cn] = principal
             else:
@@ -157,6 +200,17 @@ class Authenticator:
 
     def principal_of(self, request: web.Request) -> Principal:
         """Who sent ``request``: its Bearer token, or its verified client certificate."""
+        if self.enabled and len(request.headers.getall("Authorization", ())) > 1:
+            raise RequestError(
+                400,
+                "two Authorization headers",
+                [
+                    {
+                        "header": "Authorization",
+                        "message": "send one: servers and proxies differ on which one counts",
+                    }
+                ],
+            )
         return self.authenticate(
             request.headers.get("Authorization"), lambda: client_common_name(request.transport)
         )

@@ -31,7 +31,7 @@ from proxy.destinations.hops import carrying, current_hops
 from proxy.exact_json import dumps
 from proxy.logs import REQUEST_ID
 from proxy.metrics import ProxyMetrics
-from proxy.openlineage import EventKind, event_kind, subject_name
+from proxy.openlineage import event_kind
 from proxy.openlineage.rejected import rejected_envelope
 from proxy.openlineage.repaired import Repair, RepairedEvent
 from proxy.repair_log import RepairLog
@@ -185,20 +185,12 @@ class EventPipeline:
             for repair in event.repairs:
                 self.metrics.repaired.labels(repair.name).inc()
             self.repair_log.repaired(event)
-        subject = subject_name(event)
-        dataset_event = event_kind(event) is EventKind.DATASET
-        if subject is not None and not principal.may_post_for(
-            subject[0], dataset_event=dataset_event
-        ):
-            pointer, scope = (
-                ("/dataset/namespace", "dataset_namespaces")
-                if dataset_event
-                else ("/job/namespace", "namespaces")
-            )
+        if (refused := principal.refusal(event)) is not None:
+            pointer, namespace, scope = refused
             return Rejection(
                 403,
                 RejectionReason.FORBIDDEN,
-                f"token {principal.name!r} may not post events for namespace {subject[0]!r}",
+                f"token {principal.name!r} may not post events for namespace {namespace!r}",
                 [{"pointer": pointer, "message": f"namespace outside the token's {scope}"}],
             )
         return Accepted(event)

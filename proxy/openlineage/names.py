@@ -7,11 +7,16 @@ answer. A DatasetEvent has no job; its dataset namespace stands in.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, Literal
 
 from proxy.openlineage.kinds import EventKind, event_kind
 
-__all__ = ["subject_name"]
+__all__ = ["NamedNamespace", "Role", "named_namespaces", "subject_name"]
+
+# What a namespace is to an event: its job's, its parent's or root's job's (what the run
+# attaches to), its DatasetEvent's dataset, or one of the datasets it read or wrote.
+Role = Literal["job", "parent", "root", "dataset", "input", "output"]
 
 
 def subject_name(event: dict[str, Any]) -> tuple[str, str] | None:
@@ -23,3 +28,34 @@ def subject_name(event: dict[str, Any]) -> tuple[str, str] | None:
         if isinstance(namespace, str) and isinstance(name, str):
             return namespace, name
     return None
+
+
+NamedNamespace = tuple[Role, str, str]  # (role, JSON pointer, namespace)
+
+
+def named_namespaces(event: dict[str, Any]) -> Iterator[NamedNamespace]:
+    """Every namespace ``event`` names that decides where it goes or what it attaches to,
+    with its role and JSON pointer: what token scopes are checked against."""
+    kind = event_kind(event)
+    if kind is EventKind.DATASET:
+        yield from _namespace_at(event.get("dataset"), "dataset", "/dataset")
+        return
+    yield from _namespace_at(event.get("job"), "job", "/job")
+    run = event.get("run")
+    facets = run.get("facets") if isinstance(run, dict) else None
+    parent = facets.get("parent") if isinstance(facets, dict) else None
+    if isinstance(parent, dict):
+        yield from _namespace_at(parent.get("job"), "parent", "/run/facets/parent/job")
+        root = parent.get("root")
+        if isinstance(root, dict):
+            yield from _namespace_at(root.get("job"), "root", "/run/facets/parent/root/job")
+    sides: tuple[tuple[str, Role], ...] = (("inputs", "input"), ("outputs", "output"))
+    for side, role in sides:
+        datasets = event.get(side)
+        for index, dataset in enumerate(datasets if isinstance(datasets, list) else ()):
+            yield from _namespace_at(dataset, role, f"/{side}/{index}")
+
+
+def _namespace_at(holder: Any, role: Role, pointer: str) -> Iterator[NamedNamespace]:
+    if isinstance(holder, dict) and isinstance(namespace := holder.get("namespace"), str):
+        yield role, f"{pointer}/namespace", namespace

@@ -121,9 +121,11 @@ def _json(model: type[BaseModel], description: str) -> dict[str, Any]:
 
 def _errors(*statuses: int) -> dict[str, Any]:
     meaning = {
-        400: "invalid JSON or an event that breaks the spec (pointers in details)",
+        400: "invalid JSON or an event that breaks the spec (pointers in details), or two "
+        "Authorization headers (auth on)",
         401: "no or a wrong token (auth on)",
-        403: "the token may not send events of this namespace",
+        403: "the token may not send events of a namespace the event names (job, parent, "
+        "root; datasets per run_datasets): its pointer in details",
         408: "the body did not arrive in time",
         413: "body, decompressed body, batch or event too large; nothing stored",
         415: "unsupported Content-Encoding",

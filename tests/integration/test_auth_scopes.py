@@ -3,8 +3,12 @@ DatasetEvents (docs/guide/configuration.md)."""
 
 from __future__ import annotations
 
+import uuid
+
 import orjson
 import pytest
+from aiohttp import ClientSession
+from multidict import CIMultiDict
 
 from tests.integration.test_lineage_endpoint import post
 from tests.sample_events import dataset_event, job_event, run_event
@@ -96,3 +100,67 @@ async def test_job_events_are_scoped_by_job_namespace_single_and_in_a_batch(
         assert failed["details"] == [{**outside, "pointer": "/1/job/namespace"}]
     produced = read_all_produced_so_far(broker.bootstrap_servers, topic)
     assert [orjson.loads(r.value)["job"] for r in produced] == [writes_to_postgres["job"]]
+
+
+async def test_parents_roots_and_written_datasets_are_in_scope_and_two_authorization_headers_400(
+    start_proxy, broker, topic
+):
+    """A team-a token may not hang a run under team-b's DAG (parent or root job), nor,
+    with ``run_datasets: outputs``, write into another team's database; a request with
+    two Authorization headers is refused whichever comes first. Seen failing with only
+    ``job.namespace`` checked (both runs landed in the topic) and with the first header
+    winning (200 with the team-a token first, 401 with it second)."""
+    auth = {
+        "enabled": True,
+        "tokens": [
+            {"name": "team-a", "token": "secret-a", "namespaces": ["team-a*"]},
+            {
+                "name": "team-a-writer",
+                "token": "secret-w",
+                "namespaces": ["team-a*"],
+                "dataset_namespaces": ["postgres://db-a:*"],
+                "run_datasets": "outputs",
+            },
+        ],
+    }
+    ids = [str(uuid.uuid4()) for _ in range(3)]
+    under_b = run_event(namespace="team-a", parent=("team-b", "dag", ids[0]))
+    rooted_in_b = run_event(
+        namespace="team-a", parent=("team-a", "task", ids[1]), root=("team-b", "dag", ids[2])
+    )
+    into_b = run_event(namespace="team-a")
+    into_b["outputs"] = [{"namespace": "postgres://db-b:5432", "name": "orders"}]
+    own = run_event(namespace="team-a", parent=("team-a", "dag", ids[0]))
+    async with start_proxy(auth=auth) as url:
+        endpoint = f"{url}/api/v1/lineage"
+        for event, pointer in (
+            (under_b, "/run/facets/parent/job/namespace"),
+            (rooted_in_b, "/run/facets/parent/root/job/namespace"),
+        ):
+            status, body, _ = await post(endpoint, event, Authorization="Bearer secret-a")
+            assert status == 403, body
+            assert body["details"][0]["pointer"] == pointer
+        # Without run_datasets the team-a token may write anywhere; the writer may not.
+        assert (await post(endpoint, into_b, Authorization="Bearer secret-a"))[0] == 200
+        status, body, _ = await post(endpoint, into_b, Authorization="Bearer secret-w")
+        assert (status, body["details"][0]["pointer"]) == (403, "/outputs/0/namespace")
+        for first, second in (("secret-a", "wrong"), ("wrong", "secret-a")):
+            headers = CIMultiDict(
+                [("Authorization", f"Bearer {first}"), ("Authorization", f"Bearer {second}")]
+            )
+            async with (
+                ClientSession() as session,
+                session.post(endpoint, data=orjson.dumps(own), headers=headers) as response,
+            ):
+                body = await response.json()
+                assert response.status == 400, body
+                assert body["details"] == [
+                    {
+                        "header": "Authorization",
+                        "message": "send one: servers and proxies differ on which one counts",
+                    }
+                ]
+        assert (await post(endpoint, own, Authorization="Bearer secret-a"))[0] == 200
+    produced = read_all_produced_so_far(broker.bootstrap_servers, topic)
+    landed = [orjson.loads(r.value)["run"]["runId"] for r in produced]
+    assert landed == [into_b["run"]["runId"], own["run"]["runId"]]
