@@ -8,6 +8,7 @@ line and key).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
@@ -188,9 +189,39 @@ def _cmd_rules_check(args: argparse.Namespace) -> int:
     try:
         rules = load_rules_file(path)
     except ConfigError as exc:
-        print(exc)
+        print(exc, file=sys.stderr)
         return EXIT_INVALID
     print(f"{path}: ok ({len(rules.rules)} rules, {len(rules.destinations)} destinations)")
+    return EXIT_OK
+
+
+def _cmd_config_check(args: argparse.Namespace) -> int:
+    """Everything ``serve`` and ``consume`` check before they start, without starting:
+    the config, the rules file it names, each consumer's target (credentials from the
+    environment included)."""
+    from proxy.destinations.http.target import HttpTarget
+    from routing_rules.loader import BUILTIN_RULES, load_rules_file
+
+    try:
+        config = load_config(args.config)
+        rules_path = config.routing.rules or BUILTIN_RULES
+        rules = load_rules_file(rules_path)
+        for name, consumer in config.consumers.items():
+            target = consumer.target
+            if isinstance(target, HttpTarget) and target.auth is not None:
+                try:
+                    target.auth.header()  # a credential's environment variable is set
+                except ValueError as exc:
+                    where = f"{args.config}: consumers.{name}.target.auth"
+                    raise ConfigError(f"{where}: {exc}") from None
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_INVALID
+    consumers = ", ".join(config.consumers) or "none"
+    print(
+        f"{args.config}: ok (rules {rules_path}: {len(rules.rules)} rules, "
+        f"{len(rules.destinations)} destinations; consumers: {consumers})"
+    )
     return EXIT_OK
 
 
@@ -380,6 +411,9 @@ def _cmd_dlq(args: argparse.Namespace) -> int:
         print(orjson.dumps(chosen[0].as_json(), option=orjson.OPT_INDENT_2).decode())
         return EXIT_OK
     if args.dlq_command == "list":
+        if not chosen:
+            picked = "selected " if selection.filters else ""
+            print(f"no {picked}dead letters in {topic}", file=sys.stderr)
         for record in chosen:
             print(
                 orjson.dumps(record.summary()).decode()
@@ -606,6 +640,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     hash_token.set_defaults(func=_cmd_hash_token)
     _add_rules_commands(commands)
+    config_commands = commands.add_parser("config", help="check a config file without starting")
+    config_sub = config_commands.add_subparsers(
+        dest="config_command", required=True, metavar="COMMAND"
+    )
+    check = config_sub.add_parser(
+        "check",
+        help="validate config.yaml, its rules file and its consumers' targets "
+        "(exit 1 with file:line: reason if broken)",
+    )
+    check.add_argument("--config", type=Path, required=True, help="config file to check")
+    check.set_defaults(func=_cmd_config_check)
     _add_dlq_commands(commands)
     add_spool_commands(commands)
     _add_shell_and_editor_commands(commands)
@@ -654,6 +699,12 @@ _ABOUT: dict[tuple[str, ...], tuple[str | None, str]] = {
         "lineage-proxy rules check routing_rules/examples/per-team-topics.yaml",
     ),
     ("rules", "check"): (None, "lineage-proxy rules check --config config.yaml"),
+    ("config",): (None, "lineage-proxy config check --config config.yaml"),
+    ("config", "check"): (
+        "Loads config.yaml and the rules file it names as serve would, and checks each "
+        "consumer's target, without opening a port or reaching Kafka.",
+        "lineage-proxy config check --config config.yaml",
+    ),
     ("rules", "test"): (
         None,
         "lineage-proxy rules test routing_rules/examples/per-team-topics.yaml "
@@ -734,7 +785,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     func: Command = args.func
     try:
-        return func(args)
+        code = func(args)
+        sys.stdout.flush()  # inside the try: a reader gone shows here, not at exit
+        return code
+    except BrokenPipeError:
+        # The reader left (`... | head`): what it did not read is not an error of ours.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     except ConfigError as exc:
         print(f"configuration error:\n{exc}", file=sys.stderr)
         return EXIT_USAGE

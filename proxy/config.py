@@ -247,7 +247,7 @@ def load_config(path: Path | str | None, environ: Mapping[str, str] | None = Non
     try:
         config = ProxyConfig.model_validate(doc.data)
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(doc, exc)) from None
+        raise ConfigError(format_validation_error(doc, exc, ProxyConfig)) from None
     return _resolve_relative_paths(config, Path(path).parent if path else Path.cwd())
 
 

@@ -7,13 +7,16 @@ the one place that knows how to get from a pydantic error location back to a lin
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import difflib
+import functools
+import typing
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 __all__ = [
     "ConfigError",
@@ -96,17 +99,98 @@ def load_yaml_document(path: Path | str, text: str | None = None) -> YamlDocumen
     return YamlDocument(data=data, source=source, lines=lines)
 
 
-def format_validation_error(doc: YamlDocument, error: ValidationError) -> str:
-    """One line per problem: ``where: dotted.key: message``."""
+def format_validation_error(
+    doc: YamlDocument, error: ValidationError, model: type[BaseModel] | None = None
+) -> str:
+    """One line per problem: ``where: dotted.key: message``; an unknown key gets the
+    closest key ``model`` (the file's top-level model) knows, when one is close."""
     out = []
-    for item in error.errors(include_url=False):
+    for item in _closest_branches(doc, error.errors(include_url=False)):
         loc = _document_loc(doc, tuple(item["loc"]), missing=item["type"] == "missing")
         dotted = ".".join(str(p) for p in loc) or "(top level)"
         message = item["msg"]
         if item["type"] == "extra_forbidden":
-            message = "unknown key (check the spelling; see config.yaml for the known keys)"
+            message = _unknown_key(str(loc[-1]) if loc else "", model)
         out.append(f"{doc.where(loc)}: {dotted}: {message}")
     return "\n".join(out)
+
+
+def _closest_branches(doc: YamlDocument, items: list[Any]) -> list[Any]:
+    """Of a union's branches (``{regex: ...}``, ``{glob: ...}``, a string, a list), the
+    errors of the branch the user meant: pydantic reports why every branch failed, and
+    the others' reasons mislead (a bad regex gave four lines: "should be a valid
+    string", "glob: Field required", ...). The branch meant is the one whose own check
+    failed (a value error), else those of the value's shape (a mapping is no string)."""
+    branches: dict[Path_, dict[str, list[Any]]] = {}
+    for item in items:
+        loc = tuple(item["loc"])
+        for index, part in enumerate(loc):
+            if isinstance(part, str) and loc[: index + 1] not in doc.lines and index:
+                if loc[:index] in doc.lines and part not in _keys_at(doc, loc[:index]):
+                    branches.setdefault(loc[:index], {}).setdefault(part, []).append(item)
+                break
+    dropped: set[int] = set()
+    for by_branch in branches.values():
+        if len(by_branch) < 2:
+            continue
+        meant = [b for b, errs in by_branch.items() if any(_is_value_error(e) for e in errs)]
+        if not meant:
+            meant = [b for b, errs in by_branch.items() if not all(map(_is_shape_error, errs))]
+        for branch, errs in by_branch.items():
+            if meant and branch not in meant:
+                dropped.update(id(e) for e in errs)
+    return [item for item in items if id(item) not in dropped]
+
+
+def _is_value_error(item: Any) -> bool:
+    return bool(item["type"] == "value_error")
+
+
+def _is_shape_error(item: Any) -> bool:
+    """The value is not of the branch's kind at all (a mapping for a string, ...)."""
+    return str(item["type"]).endswith("_type")
+
+
+def _keys_at(doc: YamlDocument, path: Path_) -> set[Any]:
+    node: Any = doc.data
+    for part in path:
+        try:
+            node = node[part]
+        except (KeyError, IndexError, TypeError):
+            return set()
+    return set(node) if isinstance(node, dict) else set()
+
+
+def _unknown_key(key: str, model: type[BaseModel] | None) -> str:
+    close = difflib.get_close_matches(key, _known_keys(model), n=1) if model else []
+    if close:
+        return f"unknown key (did you mean {close[0]!r}?)"
+    return "unknown key (check the spelling; `lineage-proxy schema` lists the known keys)"
+
+
+@functools.cache
+def _known_keys(model: type[BaseModel]) -> tuple[str, ...]:
+    """Every key any model reachable from ``model`` takes (its fields and their aliases)."""
+    keys: set[str] = set()
+    seen: set[type[BaseModel]] = set()
+    pending = [model]
+    while pending:
+        current = pending.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        for name, info in current.model_fields.items():
+            keys.add(info.alias or name)
+            pending.extend(_models_in(info.annotation))
+    return tuple(sorted(keys))
+
+
+def _models_in(annotation: Any) -> Iterator[type[BaseModel]]:
+    """The models an annotation holds: itself, or inside Optional, unions, lists, dicts."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        yield annotation
+    for argument in typing.get_args(annotation):
+        yield from _models_in(argument)
 
 
 def _document_loc(doc: YamlDocument, loc: Path_, *, missing: bool) -> Path_:

@@ -118,7 +118,7 @@ def load_cases(path: Path | str, rules: RulesFile) -> list[tuple[Case, dict[str,
     try:
         cases = CasesFile.model_validate(doc.data)
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(doc, exc)) from None
+        raise ConfigError(format_validation_error(doc, exc, CasesFile)) from None
     if problems := _problems(doc, cases, rules):
         raise ConfigError("\n".join(problems))
     return [

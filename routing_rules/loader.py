@@ -54,7 +54,7 @@ def load_rules_file(path: Path | str, text: str | None = None) -> RulesFile:
     try:
         rules = RulesFile.model_validate(doc.data)
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(doc, exc)) from None
+        raise ConfigError(format_validation_error(doc, exc, RulesFile)) from None
     errors = _reference_errors(doc, rules)
     if errors:
         raise ConfigError("\n".join(errors))

@@ -12,6 +12,7 @@ import orjson
 import pytest
 from aiohttp import ClientSession
 
+from proxy import __version__
 from tests.integration.test_lineage_endpoint import post
 from tests.sample_events import run_event
 from tests.support.paths import REPO
@@ -65,6 +66,7 @@ async def test_status_json_counts_traffic_and_lists_rejections_without_payload(s
     assert events["rejected"]["total"] == 2 and events["rejected"]["by_reason"] == {"invalid": 2}
     assert events["repaired"]["total"] == 1
     assert report["ready"] is True
+    assert report["version"] == __version__  # what is running, as /metrics' build info says
     kafka = next(d for d in report["destinations"] if d["name"] == "kafka")
     assert kafka["delivered"] == 3 and kafka["ready"] and kafka["latency_ms"]["mean"] > 0
     assert (kafka["state"], kafka["spooled"], kafka["problem"]) == ("ready", 0, None)
@@ -136,6 +138,7 @@ async def test_status_page_in_headless_chromium_shows_live_figures_and_no_payloa
     assert text_of(dom, "rejected-total") == "2"
     assert text_of(dom, "repaired-total") == "1"
     assert text_of(dom, "ready") == "ready"
+    assert text_of(dom, "version") == __version__
     assert '<code class="pointer">/run/runId</code>' in dom
     assert '<code class="pointer">/eventType</code>' in dom
     assert ">kafka<" in dom and ">(default)<" in dom

@@ -43,6 +43,17 @@ def test_integers_beyond_64_bits_stay_integers_and_small_bodies_stay_on_orjson()
 BIG = b"123456789012345678901234567890"
 
 
+@pytest.mark.parametrize("digits", [308, 309, 310, 400, 4300])
+def test_integers_past_a_doubles_range_are_kept_exactly(digits):
+    """orjson refuses a body with an integer past a double's range, from 309 digits
+    ("number is infinity when parsed as double"): seen failing for 309 digits and more
+    before the syntax check made long runs of digits ``0``."""
+    sent = b'{"n": -' + b"9" * digits + b', "m": [' + BIG + b"]}"
+    value = loads(sent)
+    assert value["n"] == -int("9" * digits) and isinstance(value["n"], int)
+    assert dumps(value) == sent.replace(b" ", b"")
+
+
 @pytest.mark.parametrize(
     "body",
     [
@@ -52,6 +63,8 @@ BIG = b"123456789012345678901234567890"
         b"[1e400, " + BIG + b"]",
         b"{'a': " + BIG + b"}",
         b'["\xff", ' + BIG + b"]",
+        b"[1" + b"1" * 400 + b".5]",  # a double past its range: infinite
+        b"[" + b"1" * 4301 + b"]",  # past MAX_INTEGER_DIGITS
     ],
 )
 def test_what_orjson_refuses_is_refused_even_with_big_integers(body):

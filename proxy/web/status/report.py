@@ -14,6 +14,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from proxy import __version__
 from proxy.destinations import Destination
 from proxy.openlineage.times import utc_timestamp
 from proxy.web.readiness import Health, overall_status
@@ -227,6 +228,7 @@ def status_report(
     state, problems = overall_status([health[d.name] for d in destinations if d.durable])
     return {
         "time": utc_timestamp(time.time()),
+        "version": __version__,
         "answered_by": answered_by,
         "uptime_seconds": round(max(p.uptime_seconds for p in parts), 1),
         "window_seconds": round(seconds, 1),

@@ -105,8 +105,9 @@ async def test_dead_letters_are_listed_shown_and_redriven_without_leaving_the_dl
         assert len(poison) == 1 and len(refused) == 2
         code, out, _ = await _dlq(cli, "list", "--reason", "POISON")
         assert code == 0 and out.count("\n") == 1 and poison[0]["id"] in out
-        code, out, _ = await _dlq(cli, "list", "--consumer", "someone-else")
+        code, out, err = await _dlq(cli, "list", "--consumer", "someone-else")
         assert code == 0 and out == ""
+        assert f"no selected dead letters in {dlq_topic}" in err  # said, on stderr
 
         # show: the record whole, the event parsed, the source named
         code, out, _ = await _dlq(cli, "show", by_type["OTHER"]["id"], "--topic", dlq_topic)

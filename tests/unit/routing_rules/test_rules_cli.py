@@ -32,7 +32,7 @@ def test_check_reports_file_line_and_reason_and_exits_1(tmp_path: Path, capsys):
         "version: 1\ndestinations: {}\nrules:\n  - to: [nowhere]\ndefault: {drop: true}\n"
     )
     assert main(["rules", "check", str(broken)]) == 1
-    assert capsys.readouterr().out.strip() == (
+    assert capsys.readouterr().err.strip() == (
         f"{broken}:4: rules.0.to.0: unknown destination 'nowhere' (none declared)"
     )
 
