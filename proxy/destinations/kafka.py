@@ -6,11 +6,14 @@ KafkaProducer` (which resolves a delivery once the broker has it, acks=all).
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
 
 from proxy.destinations.base import DeliveryError, Destination, TooLarge
 from proxy.destinations.deliver_each import deliver_each
@@ -31,6 +34,8 @@ __all__ = [
     "event_headers",
     "message_bytes",
 ]
+
+log = logging.getLogger(__name__)
 
 
 def event_headers(event: dict[str, Any]) -> list[tuple[str, bytes]]:
@@ -63,6 +68,14 @@ def _order_header() -> tuple[str, bytes]:
 # Of a message's size limit, what is kept for the record framing (record batch and
 # record headers, varints); the key and the headers are counted as they are.
 RECORD_RESERVE_BYTES = 512
+
+READINESS_INTERVAL_SECONDS = 1.0
+"""Pause between two readiness checks of the cluster (each is a metadata request while
+Kafka is healthy; up to two 2 s requests while it is not)."""
+READINESS_STUCK_SECONDS = 15.0
+"""A readiness check not finished this long after the last one is stuck: the cluster is
+then taken as not answering (its checks' own timeouts make 5 s the longest normal gap)."""
+
 # Per header: its varint lengths.
 _HEADER_FRAMING = 10
 # Fields of an event that its key and headers repeat (ol_namespace, ol_name, ol_producer,
@@ -142,10 +155,15 @@ class KafkaDestination(Destination):
         # before anything is written anywhere so that an oversized event is refused (413)
         # rather than half stored or spooled and then refused by Kafka.
         self.max_message_bytes: int | None = None
-        # Whether the broker answered at the last ready(); None before the first.
+        # Whether the broker answered at the last readiness check; None before the first.
         self._reachable: bool | None = None
         # Why Kafka refuses writes, as the cluster said at the last readiness check.
         self._kafka_says: str | None = None
+        # When the last readiness check finished (monotonic): /readyz answers from what
+        # it found, never waiting for a broker (see :meth:`ready`).
+        self._checked_at: float | None = None
+        self._watcher: asyncio.Task[None] | None = None
+        self._admin: AdminClient | None = None
 
     async def start(self) -> None:
         """Learn the topic's message size limit; the shared producer's lifetime is owned
@@ -155,6 +173,8 @@ class KafkaDestination(Destination):
         ask = await asyncio.to_thread(producer.cluster_reachable, 1.0)
         limit = await asyncio.to_thread(producer.message_limit, self.topic, ask)
         self.max_message_bytes = limit - RECORD_RESERVE_BYTES
+        await self._check()
+        self._watcher = asyncio.create_task(self._watch(), name=f"readiness-{self.name}")
 
     def max_payload_bytes(self) -> int | None:
         """The topic's limit less a reserve for the record's framing (known after start)."""
@@ -307,40 +327,95 @@ class KafkaDestination(Destination):
         refuses (full, disk failing or stalled, drain wedged); while the broker does not
         answer, ready only if it has answered once since start (so a wrong address never
         goes green) and the spool takes events for it — then :meth:`problem` says the
-        proxy is degraded. While Kafka does not confirm, the cluster is asked why (a
-        replication shortfall)."""
+        proxy is degraded.
+
+        Whether the broker answers is the verdict of the last check, made in the
+        background every :data:`READINESS_INTERVAL_SECONDS` (and, while Kafka does not
+        confirm, asking the cluster why: a replication shortfall): a check can take
+        seconds while a broker is down or frozen, and a probe waiting for it would
+        outlast the kubelet's 1 s timeout exactly when the spool should take events
+        (every pod NotReady, the Service empty). Between checks, librdkafka saying every
+        broker is down counts at once; a check not finished for
+        :data:`READINESS_STUCK_SECONDS` counts as a broker that does not answer."""
+        if self._watcher is None:  # not started: a check of its own, as before start
+            await self._check()
+        producer = self._producer
+        if self._spool_holds_keys_it_refuses():
+            return False
+        if self._reachable and not self._cluster_down_now():
+            return True
+        if producer.answered_at is None:
+            return False
+        return self._spool is not None and self._spool.accepting
+
+    def _spool_holds_keys_it_refuses(self) -> bool:
+        """The spool refuses events while it holds some (later events of their keys
+        would queue behind them) or while Kafka does not confirm: events get 503."""
+        spool = self._spool
+        return (
+            spool is not None
+            and spool.refusing_reason() is not None
+            and (spool.spool.events > 0 or not self._producer.delivering)
+        )
+
+    def _cluster_down_now(self) -> bool:
+        """librdkafka reports every broker down, or the last check is stuck."""
+        servers = str(self._producer.settings.get("bootstrap.servers", ""))
+        return (
+            cluster_log(servers).unreachable_since is not None
+            or self._check_stuck_for() is not None
+        )
+
+    def _check_stuck_for(self) -> float | None:
+        """Seconds since the last check finished, when that is too long."""
+        if self._checked_at is None:
+            return None
+        late = time.monotonic() - self._checked_at
+        return late if late > READINESS_STUCK_SECONDS else None
+
+    async def _watch(self) -> None:
+        while True:
+            await asyncio.sleep(READINESS_INTERVAL_SECONDS)
+            try:
+                await self._check()
+            except Exception as exc:  # the next round tries again; readiness says stuck
+                log.warning("%s: readiness check failed: %s", self.name, exc)
+
+    async def _check(self) -> None:
+        """Ask the cluster whether it answers and, while Kafka does not confirm, why."""
         producer = self._producer
         if self._spool is not None:
             await self._spool.recheck()
-            if self._spool.refusing_reason() is not None and (
-                self._spool.spool.events > 0 or not producer.delivering
-            ):
-                self._reachable = None
-                return False
-        self._kafka_says = None
+            if self._spool_holds_keys_it_refuses():
+                # Not ready whatever the cluster says (see ready()): nothing to ask.
+                self._kafka_says = self._reachable = None
+                self._checked_at = time.monotonic()
+                return
+        kafka_says = None
         if not producer.delivering or (self._spool is not None and self._spool.spool.events):
-            self._kafka_says = await asyncio.to_thread(
-                replication_shortfall, producer.admin_client(), self.topic
-            )
-        self._reachable = self._kafka_says is None and await asyncio.to_thread(
-            producer.cluster_reachable, 2.0
-        )
-        if self._reachable:
-            return True
-        if self._producer.answered_at is None:
-            return False
-        return self._spool is not None and self._spool.accepting
+            if self._admin is None:  # one for every check: each new client is a connection
+                self._admin = producer.admin_client()
+            kafka_says = await asyncio.to_thread(replication_shortfall, self._admin, self.topic)
+        reachable = kafka_says is None and await asyncio.to_thread(producer.cluster_reachable, 2.0)
+        self._kafka_says, self._reachable = kafka_says, reachable
+        self._checked_at = time.monotonic()
 
     def problem(self) -> str | None:
         """What is wrong with this destination as of the last :meth:`ready`, in words an
         operator can act on; None when Kafka answers and the spool takes events."""
+        if (stuck := self._check_stuck_for()) is not None:
+            servers = self._producer.settings.get("bootstrap.servers", "?")
+            return (
+                f"the readiness check of Kafka at {servers} has not finished for "
+                f"{stuck:.0f} s (a broker that does not answer); check the broker"
+            )
         if self._spool is not None and (refusing := self._spool.refusing_reason()):
             return (
                 f"the spool at {self._spool.spool.directory} refuses events ({refusing}); "
                 "events Kafka does not confirm in time get 503 until it takes them again; "
                 "check its disk and the broker"
             )
-        if self._reachable is not False:
+        if self._reachable is not False and not self._cluster_down_now():
             return None
         servers = self._producer.settings.get("bootstrap.servers", "?")
         if self._kafka_says is not None:
@@ -380,4 +455,8 @@ class KafkaDestination(Destination):
         return note
 
     async def close(self) -> None:
-        """Nothing of its own to close: the shared producer is flushed by its owner."""
+        """The readiness watcher ends; the shared producer is flushed by its owner."""
+        if self._watcher is not None:
+            self._watcher.cancel()
+            await asyncio.gather(self._watcher, return_exceptions=True)
+            self._watcher = None

@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -68,6 +69,8 @@ _NO_REASON = "no reason given by librdkafka"
 # librdkafka error codes (confluent_kafka.KafkaError's), written out so that this module
 # needs no librdkafka to be imported. No broker answers / none lets us in:
 _ALL_BROKERS_DOWN, _AUTHENTICATION = -187, -169
+# (client, broker) pairs whose response counts are remembered.
+_MAX_TRACKED_CONNECTIONS = 1024
 # One broker's connection failed (the cluster may still answer through others):
 _BROKER_CODES = frozenset({-195, -193, -181})  # _TRANSPORT, _RESOLVE, _SSL
 # librdkafka log facilities of a failed connection (the same news as the errors above).
@@ -121,7 +124,8 @@ class ClusterLog:
         self._broker_failed_last = 0.0
         self._other: dict[str, _Throttled] = {}
         # Responses received per broker at the last statistics (librdkafka's ``rx``).
-        self._responses: dict[str, int] = {}
+        # (client, broker) → responses received; bounded (clients come and go).
+        self._responses: OrderedDict[tuple[str, str], int] = OrderedDict()
         # Statistics documents read so far (how a test knows some were read in an outage).
         self.statistics = 0
         # Failed connections and refusals librdkafka reported (each one, logged or not):
@@ -159,7 +163,8 @@ class ClusterLog:
     def stats(self, document: str) -> None:
         """``stats_cb``: librdkafka's statistics; a broker that answered ends an outage."""
         try:
-            brokers = orjson.loads(document).get("brokers", {})
+            statistics = orjson.loads(document)
+            brokers, client = statistics.get("brokers", {}), str(statistics.get("name"))
         except (orjson.JSONDecodeError, AttributeError):
             return
         answered = False
@@ -168,8 +173,15 @@ class ClusterLog:
             for name, broker in brokers.items() if isinstance(brokers, dict) else ():
                 if not isinstance(broker, dict) or not isinstance(broker.get("rx"), int):
                     continue
-                before = self._responses.get(name, 0)
-                self._responses[name] = broker["rx"]
+                # Per client: two clients of one cluster name its brokers alike, and one
+                # client's count after another's lower one is no answer. A client's
+                # first report is its baseline (it may count answers from before an
+                # outage).
+                before = self._responses.get((client, name), broker["rx"])
+                self._responses[(client, name)] = broker["rx"]
+                self._responses.move_to_end((client, name))
+                if len(self._responses) > _MAX_TRACKED_CONNECTIONS:
+                    self._responses.popitem(last=False)
                 if broker.get("state") == "UP" and broker["rx"] > before:
                     answered = True
         if answered:

@@ -120,6 +120,30 @@ def test_a_connected_broker_that_answers_nothing_ends_no_outage(caplog) -> None:
     assert _lines(caplog)[1].startswith("Kafka at b:9092 reachable again")
 
 
+def test_answers_are_counted_per_client_from_its_first_report(caplog) -> None:
+    """Clients of one cluster name its brokers alike: with the counts kept per broker
+    name, a client's count after another's lower one read as an answer, and "reachable
+    again" was logged while the broker was frozen (seen once readiness checks made an
+    admin client of their own). A client's first report is its baseline: it may count
+    answers from before the outage."""
+    caplog.set_level(logging.INFO)
+    cluster = ClusterLog("b:9092", clock=Clock())
+
+    def report(client: str, rx: int) -> None:
+        document = {"name": client, "brokers": {"b:9092/1": {"state": "UP", "rx": rx}}}
+        cluster.stats(orjson.dumps(document).decode())
+
+    report("producer-1", 40)
+    _fail(cluster)
+    report("admin-2", 3)
+    report("producer-1", 40)
+    report("watcher-3", 57)  # new: its answers came before the outage
+    report("admin-2", 3)
+    assert len(caplog.records) == 1 and cluster.unreachable_since is not None
+    report("admin-2", 4)
+    assert _lines(caplog)[1].startswith("Kafka at b:9092 reachable again")
+
+
 def test_no_line_has_an_empty_reason(caplog) -> None:
     cluster = ClusterLog("b:9092", clock=Clock())
     cluster.error(FakeError(-187, "", "_ALL_BROKERS_DOWN"))
@@ -197,4 +221,5 @@ def test_refused_credentials_are_one_line_saying_what_to_check_until_a_broker_an
     assert len(_lines(caplog)) == 2 and _lines(caplog)[1].endswith(line.split("; ", 1)[1])
     assert cluster.failures >= 100  # every attempt counted, for the metric
     cluster.stats(orjson.dumps({"brokers": {"b/1": {"state": "UP", "rx": 3}}}).decode())
+    cluster.stats(orjson.dumps({"brokers": {"b/1": {"state": "UP", "rx": 4}}}).decode())
     assert cluster.authentication_error is None  # let in: readiness stops saying it

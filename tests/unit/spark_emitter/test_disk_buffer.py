@@ -76,6 +76,12 @@ def test_what_an_application_left_is_sent_first_at_the_next_ones_start(tmp_path:
     assert not first.close(timeout=600)
     assert first.stats.buffered == 5
     assert [p.name for p in tmp_path.glob("*.jsonl")] == ["app-1.jsonl"]
+    # The first application's process ends here. Its sender thread may still be in the
+    # client's own retries of the event in flight (handed to disk too); alive, it could
+    # deliver that copy once the endpoint listens on the port (seen once in CI: write_2
+    # first, then 0..4). A process that exited sends nothing more: wait for the thread.
+    first._thread.join(timeout=60)
+    assert not first._thread.is_alive()
 
     endpoint = _endpoint_on(port)
     try:
