@@ -288,13 +288,32 @@ def _reason(error: _KafkaError) -> str:
 
 
 def _without_thread(text: str) -> str:
-    """``[thrd:host:port/bootstrap]: host:port/bootstrap: Connect…`` → ``Connect…``."""
+    """``[thrd:host:port/bootstrap]: host:port/bootstrap: Connect…`` → ``Connect…``;
+    librdkafka's guess about old brokers replaced by what a timeout means."""
     text = text.strip()
     if text.startswith("[thrd:"):
         text = text.partition("]: ")[2] or text
     head, sep, rest = text.partition(": ")
     if sep and "/" in head and " " not in head:  # "host:port/id: " of the broker
-        return rest
+        text = rest
+    return _truer_hint(text)
+
+
+# librdkafka adds this guess to any ApiVersionRequest that timed out; brokers older than
+# Kafka 0.10 (2016) are long gone, and the usual cause is a broker that accepts
+# connections but does not answer.
+_OLD_BROKER_GUESS = (
+    ": probably due to broker version < 0.10 (see api.version.request configuration)"
+)
+_TIMEOUT_MEANS = (
+    ": the broker accepted the connection but did not answer in time "
+    "(frozen, overloaded, or its disk stalled)"
+)
+
+
+def _truer_hint(text: str) -> str:
+    if _OLD_BROKER_GUESS in text and "Timed out" in text:
+        return text.replace(_OLD_BROKER_GUESS, _TIMEOUT_MEANS)
     return text
 
 

@@ -223,3 +223,25 @@ def test_refused_credentials_are_one_line_saying_what_to_check_until_a_broker_an
     cluster.stats(orjson.dumps({"brokers": {"b/1": {"state": "UP", "rx": 3}}}).decode())
     cluster.stats(orjson.dumps({"brokers": {"b/1": {"state": "UP", "rx": 4}}}).decode())
     assert cluster.authentication_error is None  # let in: readiness stops saying it
+
+
+def test_a_timed_out_version_request_says_what_a_timeout_means(caplog) -> None:
+    """librdkafka guesses "broker version < 0.10" for any ApiVersionRequest that timed
+    out; seen with a frozen broker (SIGSTOP), where it misleads. Seen failing with the
+    text passed on as librdkafka wrote it."""
+    clock = Clock()
+    cluster = ClusterLog("b:9092", clock=clock)
+    text = (
+        "[thrd:GroupCoordinator]: GroupCoordinator: b:9092: ApiVersionRequest failed: "
+        "Local: Timed out: probably due to broker version < 0.10 (see api.version.request "
+        "configuration)"
+    )
+    for _ in range(3):
+        cluster.log(logging.WARNING, "%s [%s] %s", "FAIL", "rdkafka#consumer-1", text)
+        clock.now += 31
+    [line] = _lines(caplog)
+    assert "0.10" not in line and "api.version.request" not in line
+    assert line.endswith(
+        "ApiVersionRequest failed: Local: Timed out: the broker accepted the connection but "
+        "did not answer in time (frozen, overloaded, or its disk stalled)"
+    )
