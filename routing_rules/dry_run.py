@@ -22,6 +22,7 @@ from proxy.destinations.config import (
     DestinationConfig,
     HttpDestinationConfig,
     KafkaDestinationConfig,
+    ObjectArchiveDestinationConfig,
 )
 from proxy.destinations.kafka_keys import KeyFunction, key_function
 from proxy.openlineage.rejected import rejected_envelope
@@ -195,5 +196,7 @@ class DryRun:
         if isinstance(config, ArchiveDestinationConfig):
             directory = archive_directory(config.directory, self.archive_root)
             return {"directory": str(directory), "partition": event_partition(event)}
+        if isinstance(config, ObjectArchiveDestinationConfig):
+            return {"bucket": config.bucket, "prefix": config.key_prefix(event_partition(event))}
         assert isinstance(config, HttpDestinationConfig)
         return {"target": config.target.kind, "url": config.target.endpoint()}

@@ -345,6 +345,11 @@ class ObjectArchiveDestinationConfig(StrictModel):
             raise ValueError("prefix: no leading or trailing '/'")
         return self
 
+    def key_prefix(self, partition: str) -> str:
+        """Where the objects of ``partition`` (``dt=…/namespace=…``) go in the bucket."""
+        prefix = f"{self.prefix}/" if self.prefix else ""
+        return f"{prefix}{partition}/"
+
 
 class HttpDestinationConfig(StrictModel):
     # Destination kind: an HTTP target (Marquez, Egeria, DataHub or any endpoint).

@@ -167,8 +167,7 @@ class ObjectArchiveWriter:
     def _key(self, partition: str) -> str:
         self._sequence += 1
         name = archive_file_name("events", self._tag, self._sequence, gzip=self.config.gzip)
-        prefix = f"{self.config.prefix}/" if self.config.prefix else ""
-        return f"{prefix}{partition}/{name}"
+        return f"{self.config.key_prefix(partition)}{name}"
 
     def _error(self, reason: str) -> DeliveryError:
         return DeliveryError(self.name, reason, retriable=True)

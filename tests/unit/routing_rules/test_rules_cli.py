@@ -188,6 +188,31 @@ def test_dry_run_names_the_topic_and_key_the_archive_partition_and_the_http_url(
     )
 
 
+def test_dry_run_names_the_bucket_and_prefix_of_an_object_archive(tmp_path: Path, capsys):
+    """``rules test`` crashed with an AssertionError on an object_archive destination that
+    ``rules check`` accepts (the dry run knew kafka, archive and http only)."""
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(
+        "version: 1\ndestinations:\n"
+        "  bucket: {kind: object_archive, bucket: lineage-archive, prefix: events/v1}\n"
+        "rules: []\ndefault: {to: [bucket]}\n"
+    )
+    event = rich_run_event()
+    event["eventTime"] = "2026-11-23T10:00:00Z"
+    events = tmp_path / "event.json"
+    events.write_bytes(orjson.dumps(event))
+    assert main(["rules", "test", str(rules), str(events), "--json"]) == 0
+    namespace = event["job"]["namespace"]
+    assert orjson.loads(capsys.readouterr().out)["deliveries"] == [
+        {
+            "name": "bucket",
+            "kind": "object_archive",
+            "bucket": "lineage-archive",
+            "prefix": f"events/v1/dt=2026-11-23/namespace={namespace}/",
+        }
+    ]
+
+
 PER_TEAM = str(EXAMPLES / "per-team-topics.yaml")
 
 
