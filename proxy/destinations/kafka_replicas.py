@@ -20,7 +20,9 @@ def replication_shortfall(admin: AdminClient, topic: str, timeout: float = 2.0) 
     ``min.insync.replicas`` (None when there are none, or the cluster cannot say), asked
     through ``admin`` (``KafkaProducer.admin_client()``). Blocking: call from a thread."""
     try:
-        metadata = admin.list_topics(topic, timeout=timeout)
+        # Every topic's metadata: asking for one topic creates it on a broker with
+        # auto.create.topics.enable (this runs every second while Kafka does not confirm).
+        metadata = admin.list_topics(timeout=timeout)
         resource = ConfigResource(ResourceType.TOPIC, topic)
         configs = admin.describe_configs([resource], request_timeout=timeout)[resource]
         entry = configs.result(timeout=timeout).get("min.insync.replicas")

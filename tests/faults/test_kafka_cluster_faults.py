@@ -337,6 +337,13 @@ async def test_two_of_three_brokers_down_spool_takes_events_and_drains_in_order_
         down_at = time.monotonic()
         await wait_for(lambda: cluster.registered_brokers() == {1}, within=60, what="fencing")
         acked += await _post_in_order(url, 4, PER_RUN - 2)
+
+        async def told_why() -> bool:
+            # Readiness answers from a background check of the cluster (every second):
+            # what Kafka said shows once the first check after the spooling ran.
+            return "NOT_ENOUGH_REPLICAS" in orjson.dumps((await _readyz(url))[1]).decode()
+
+        await wait_for(told_why, within=30, what="/readyz to say why Kafka refuses")
         status, body = await _readyz(url)
         spooled = await _spooled_events(url)
         async with ClientSession() as session, session.get(f"{url}/api/v1/status") as resp:
