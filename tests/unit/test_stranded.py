@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry
 
 from proxy.destinations.spool import Spool
 from proxy.stranded import RECORD, StrandedSpool, clear_if_drained, read_record, write_record
+from tests.support.cli import run_cli
 from tests.support.waiting import wait_for
 
 
@@ -63,3 +64,28 @@ def test_no_record_or_an_unreadable_one_reports_nothing(tmp_path: Path):
     assert read_record(tmp_path) is None and clear_if_drained(tmp_path) is None
     (tmp_path / RECORD).write_text("{not json")
     assert read_record(tmp_path) is None
+
+
+async def test_spool_list_shows_the_record_while_its_events_wait(tmp_path: Path):
+    """What an operator sees in a pod that mounts a claim (docs/runbooks.md): the spool
+    and the record of who left it, the record gone once the spool is empty. Seen
+    failing with spool list not reading the record."""
+    root = tmp_path / "spool"
+    spool = Spool(root / "default", max_bytes=1 << 20, segment_bytes=1 << 16)
+    await spool.open()
+    await spool.append("openlineage.events", "run:ns/job", [], b'{"e": 1}')
+    write_record(root, [root / "default"], pod="lp-lineage-proxy-3", now=1_700_000_000)
+    config = tmp_path / "config.yaml"
+    config.write_text(f"kafka:\n  spool:\n    directory: {root}\n")
+    try:
+        code, out, _ = await run_cli("spool", "list", "--config", str(config))
+        assert code == 0
+        assert f"{root / RECORD}: pod lp-lineage-proxy-3's preStop drain gave up at" in out
+        assert "leaving 1 events" in out
+        code, out, _ = await run_cli("spool", "list", "--format", "json", "--config", str(config))
+        assert code == 0 and "stranded" not in out  # JSON lines list spools only
+        await spool.confirm(await spool.read(10))
+    finally:
+        await spool.close()
+    code, out, _ = await run_cli("spool", "list", "--config", str(config))
+    assert code == 0 and RECORD not in out
