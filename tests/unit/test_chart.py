@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
+from proxy.cli import build_parser
 from proxy.config import ProxyConfig, load_config
 from routing_rules.loader import BUILTIN_RULES, load_rules_file
 from tests.config_paths import CONFIG_INPUTS, used_paths
@@ -795,3 +796,51 @@ def test_the_statefulset_comment_says_what_parallel_pod_management_does(
     )
     assert not re.search(r"scale-in[^.]*one (pod )?at a time", comment), comment
     assert "at once" in comment or "together" in comment, comment
+
+
+def test_the_runbooks_drain_pod_mounts_the_claim_and_runs_spool_drain(
+    rendered: dict[str, str], tmp_path: Path
+):
+    """docs/runbooks.md#lineageproxyspoolstranded builds a one-off pod from the proxy's
+    pod template with jq: run on the rendered StatefulSet, its program makes a valid Pod
+    (kubeconform) that runs `lineage-proxy spool drain` on the chart's config with the
+    claim mounted where the spool is, and that no Service selects. Seen failing on the
+    old runbook (no drain pod: scale back up only) and with the claim left out of the
+    program (no state volume)."""
+    runbook = (REPO / "docs" / "runbooks.md").read_text()
+    match = re.search(r"""jq --arg claim "\$claim" '(.*?)' \\""", runbook, re.S)
+    assert match, "the runbook's jq program"
+    found = objects(rendered, "defaults")
+    statefulset = tmp_path / "statefulset.json"
+    statefulset.write_text(json.dumps(_proxy(found)))
+    jq = shutil.which("jq")
+    assert jq, "jq is missing: apt-get install jq (scripts/test.sh does)"
+    done = subprocess.run(
+        [jq, "--arg", "claim", "state-lp-lineage-proxy-3", match[1], statefulset],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    pod = json.loads(done.stdout)
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text(yaml.safe_dump(pod))
+    location = kubernetes_schemas(tmp_path / "schemas")
+    checked = run_tool("kubeconform", "-strict", "-schema-location", location, manifest)
+    assert checked.returncode == 0
+    assert "labels" not in pod["metadata"]  # no Service sends clients to it
+    (container,) = pod["spec"]["containers"]
+    assert "lifecycle" not in container and pod["spec"]["restartPolicy"] == "Never"
+    args = container["args"]
+    assert args[:2] == ["spool", "drain"]
+    build_parser().parse_args(args)  # the image's entrypoint is lineage-proxy
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert (
+        args[args.index("--config") + 1]
+        == f"{mounts['config']}/config.yaml"
+        == (f"{CONFIG_MOUNT}/config.yaml")
+    )
+    config = _pod_config(found, container, tmp_path)
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert volumes["state"]["persistentVolumeClaim"] == {"claimName": "state-lp-lineage-proxy-3"}
+    state = PurePosixPath(mounts["state"])
+    assert state in PurePosixPath(config.kafka.spool.directory).parents
