@@ -154,7 +154,8 @@ async def _destinations_lifecycle(app: web.Application) -> AsyncIterator[None]:
     app[METRICS].registry.register(SpoolMetrics(lambda: resources.spools))
     app[METRICS].registry.register(KafkaReachability(lambda: resources.producers))
     spool_top = config.kafka.spool.directory
-    app[METRICS].registry.register(DiskSpace(lambda: (spool_top, routing.archive_root)))
+    disks = DiskSpace({"spool": spool_top, "archive": routing.archive_root})
+    app[METRICS].registry.register(disks)
     stranded = StrandedSpool()
     app[METRICS].registry.register(stranded)
     rules = LiveRules(routing.rules or BUILTIN_RULES, resources, stats)
@@ -174,7 +175,7 @@ async def _destinations_lifecycle(app: web.Application) -> AsyncIterator[None]:
     pipeline = EventPipeline(app[VALIDATOR], router, app[METRICS], best_effort, repairer, app[TAP])
     best_effort.start(pipeline.deliver_to)
     app[PIPELINE] = pipeline
-    watchers = []
+    watchers = [asyncio.create_task(disks.watch(), name="disk-space")]
     if routing.reload_interval_seconds > 0:
         watchers.append(
             asyncio.create_task(rules.watch(routing.reload_interval_seconds), name="rules-watch")

@@ -57,7 +57,7 @@ def exported_series() -> set[str]:
     proxy.registry.register(stats)
     proxy.registry.register(SpoolMetrics(list))
     proxy.registry.register(KafkaReachability(lambda: [_ProducerDouble()]))
-    proxy.registry.register(DiskSpace(list))
+    proxy.registry.register(DiskSpace({}))
     proxy.registry.register(StrandedSpool())
     names = set()
     for registry in (proxy.registry, ConsumerMetrics("any").registry):
