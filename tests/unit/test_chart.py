@@ -705,6 +705,18 @@ def test_default_rules_keep_nothing_on_the_proxy_volume_but_the_spool(
     assert own == VALUE_SETS["everything"]["rules"]
 
 
+def test_a_rules_file_named_in_the_config_is_not_overridden(tmp_path: Path):
+    """config.routing.rules (a file in the image, say) stays what the proxy loads: the
+    chart's variable would silently win over it."""
+    values = {"config": {"routing": {"rules": "/opt/lineage/rules.yaml"}}}
+    found = {
+        f"{o['kind']}/{o['metadata']['name']}": o
+        for o in _documents(helm_template(tmp_path, values))
+    }
+    config = _pod_config(found, _container(_proxy(found)), tmp_path)
+    assert config.routing.rules == Path("/opt/lineage/rules.yaml")
+
+
 @pytest.mark.parametrize("value_set", ["defaults", "everything", "consumers"])
 def test_every_container_requests_ephemeral_storage(rendered: dict[str, str], value_set: str):
     """/tmp (an emptyDir) and the logs are on the node's disk: the scheduler must count

@@ -130,10 +130,13 @@ volumeClaimTemplates:
 {{- end }}
 {{- end -}}
 
-{{/* Environment every pod gets: the rules file, secrets, Kafka credentials, extraEnv. */}}
+{{/* Environment every pod gets: the rules file (the ConfigMap's, unless config.routing.rules
+     names one of its own), secrets, Kafka credentials, extraEnv. */}}
 {{- define "lineage-proxy.commonEnv" -}}
+{{- if not (dig "routing" "rules" "" .Values.config) }}
 - name: LINEAGE_PROXY__ROUTING__RULES
   value: /etc/lineage-proxy/rules.yaml
+{{- end }}
 {{- range .Values.secretEnv }}
 - name: {{ .name }}
   valueFrom:
