@@ -8,9 +8,11 @@ waits (at most ``--timeout`` seconds) until no spool segment is left under
 record in it, so no segment means Kafka has every acknowledged event. The proxy keeps
 serving and draining meanwhile; a terminating pod is out of the Service already.
 
-Exit 0 once the spool is empty; 1 when time ran out (Kubernetes records the hook's
-failure and its output as an event on the pod: the operator hears of the events left on
-the volume), 2 on a config error.
+Exit 0 once the spool is empty; 1 when time ran out, 2 on a config error. When time ran
+out, Kubernetes records the hook's failure and its output as a ``FailedPreStopHook``
+event on the pod — which expires in about an hour — so the hook also writes
+``stranded.json`` beside the events (:mod:`proxy.stranded`): a record that stays on the
+volume and that the next proxy on it reports.
 """
 
 from __future__ import annotations
@@ -23,20 +25,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from proxy.config import ConfigError, load_config
-from proxy.destinations.spool import holds_segments
+from proxy.stranded import RECORD, spooled_under, write_record
 
 __all__ = ["main", "spool_directories", "wait_until_drained"]
 
 _POLL_SECONDS = 1.0
 
 
-def spool_directories(root: Path) -> list[Path]:
-    """Directories under ``root`` (itself included) that still hold spool segments: one
-    per cluster, per worker, and any left by an earlier run."""
-    if not root.is_dir():
-        return []
-    candidates = [root, *(path for path in root.rglob("*") if path.is_dir())]
-    return sorted(path for path in candidates if holds_segments(path))
+# Directories under a root (itself included) that still hold spool segments.
+spool_directories = spooled_under
 
 
 def wait_until_drained(
@@ -78,10 +75,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not left:
         print(f"spool {root} is empty: Kafka has every acknowledged event")
         return 0
+    try:
+        stranded = write_record(root, left)
+        recorded = f"{stranded.events} events, recorded in {root / RECORD}"
+    except OSError as exc:  # the volume itself failing: say so, the events stay regardless
+        recorded = f"no record written ({exc.strerror or exc})"
     print(
-        f"after {args.timeout:g} s the spool still holds events in {', '.join(map(str, left))}:"
-        " Kafka did not take them. They stay on this pod's volume and are sent when a pod"
-        " with it starts again (scale back up, or see docs/runbooks.md#lineageproxyspoolstranded)",
+        f"after {args.timeout:g} s the spool still holds events in {', '.join(map(str, left))}"
+        f" ({recorded}): Kafka did not take them. They stay on this pod's volume: scale back"
+        " up so that a pod with it starts again, or run `lineage-proxy spool drain` in a pod"
+        " that mounts it (docs/runbooks.md#lineageproxyspoolstranded)",
         file=sys.stderr,
     )
     return 1

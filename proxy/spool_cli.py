@@ -177,7 +177,22 @@ def _list(config: ProxyConfig, output: str) -> int:
             )
     if not found and output == "text":
         print(f"no spooled events under {config.kafka.spool.directory}", file=sys.stderr)
+    _say_stranded(config.kafka.spool.directory, output)
     return EXIT_OK
+
+
+def _say_stranded(root: Path, output: str) -> None:
+    """The record a preStop drain that gave up left under ``root`` (proxy/stranded.py),
+    while the spool still holds events (text output only: JSON lines list spools)."""
+    from proxy.stranded import RECORD, read_record, spooled_under
+
+    stranded = read_record(root)
+    if output != "text" or stranded is None or not spooled_under(root):
+        return
+    print(
+        f"{root / RECORD}: pod {stranded.pod}'s preStop drain gave up at {_iso(stranded.at)}"
+        f" leaving {stranded.events} events here; the record goes once the spool is drained"
+    )
 
 
 async def _drain(
@@ -210,6 +225,10 @@ async def _drain(
             left += 1
     if not chosen:
         print(f"spool drain: no spool to drain under {config.kafka.spool.directory}")
+    if not left:
+        from proxy.stranded import clear_if_drained
+
+        clear_if_drained(config.kafka.spool.directory)
     return EXIT_LEFT if left else EXIT_OK
 
 

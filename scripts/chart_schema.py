@@ -58,6 +58,11 @@ _SECRET_ENV = {
         "properties": {k: {"type": "string"} for k in ("name", "secretName", "key")},
     },
 }
+# A consumer's name becomes part of its objects' names (StatefulSet, Service, pods) and
+# of the label app.kubernetes.io/component=consumer-NAME, which the API server refuses
+# unless it is a DNS label: lower case, digits and "-", at most 63 characters in all
+# (54 after "consumer-"). helm lint and kubeconform check neither, so the schema does.
+CONSUMER_NAME = {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 54}
 # Keys a consumer entry may set beyond the example's (they default to the top level's).
 _CONSUMER_OPTIONAL = {
     "nodeSelector": {"type": "object"},
@@ -108,6 +113,7 @@ def values_schema() -> dict[str, Any]:
     consumer = schema["properties"]["consumers"]["items"]
     consumer["required"] = ["name", "statusPort"]
     consumer["properties"].update(_CONSUMER_OPTIONAL)
+    consumer["properties"]["name"] = CONSUMER_NAME
     for key in ("replicas", "workers"):
         schema["properties"]["proxy"]["properties"][key]["minimum"] = 1 if key == "workers" else 0
     return {

@@ -40,11 +40,12 @@ scripts/venv.sh dev,spark
 # Debian packages some tests drive for real, installed here when missing and we are root:
 # zsh and fish (their completion scripts), strace (the fsync-before-2xx tests record the
 # proxy's system calls), promtool (package prometheus: checks and unit-tests
-# deploy/prometheus's alert rules); for the full tier only, chromium (the status page in a
+# deploy/prometheus's alert rules), jq (a runbook's command, run on the chart's output);
+# for the full tier only, chromium (the status page in a
 # headless browser) and postgresql (the database under the real Marquez,
 # tests/support/marquez.py). Without them those tests fail and say how to get them.
 missing=()
-for tool in zsh fish strace; do command -v "$tool" >/dev/null 2>&1 || missing+=("$tool"); done
+for tool in zsh fish strace jq; do command -v "$tool" >/dev/null 2>&1 || missing+=("$tool"); done
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 if [ "$quick" -eq 0 ]; then
   command -v chromium >/dev/null 2>&1 || missing+=(chromium)

@@ -21,10 +21,12 @@ from proxy.auth import Authenticator
 from proxy.config import ProxyConfig
 from proxy.destinations.kafka_spool import SpoolMetrics, SpoolRoots, spool_roots
 from proxy.destinations.registry import DestinationResources
+from proxy.disk_space import DiskSpace
 from proxy.http_errors import ClientFault, RequestError, error_response
 from proxy.live_rules import LiveRules
 from proxy.metrics import KafkaReachability, ProxyMetrics
 from proxy.pipeline import BestEffortQueue, EventPipeline
+from proxy.stranded import StrandedSpool
 from proxy.tap.hub import TapHub
 from proxy.tap.relay import TapRelay
 from proxy.validation import EventValidator
@@ -145,11 +147,17 @@ async def _metrics(request: web.Request) -> web.Response:
 async def _destinations_lifecycle(app: web.Application) -> AsyncIterator[None]:
     config = app[CONFIG]
     routing = config.routing
-    resources = DestinationResources(config.kafka, routing.archive_root, await _spool_roots(app))
+    roots = await _spool_roots(app)
+    resources = DestinationResources(config.kafka, routing.archive_root, roots)
     stats = RoutingStats()
     app[METRICS].registry.register(stats)
     app[METRICS].registry.register(SpoolMetrics(lambda: resources.spools))
     app[METRICS].registry.register(KafkaReachability(lambda: resources.producers))
+    spool_top = config.kafka.spool.directory
+    disks = DiskSpace({"spool": spool_top, "archive": routing.archive_root})
+    app[METRICS].registry.register(disks)
+    stranded = StrandedSpool()
+    app[METRICS].registry.register(stranded)
     rules = LiveRules(routing.rules or BUILTIN_RULES, resources, stats)
     try:
         router = await rules.start()
@@ -167,15 +175,19 @@ async def _destinations_lifecycle(app: web.Application) -> AsyncIterator[None]:
     pipeline = EventPipeline(app[VALIDATOR], router, app[METRICS], best_effort, repairer, app[TAP])
     best_effort.start(pipeline.deliver_to)
     app[PIPELINE] = pipeline
-    watcher = (
-        asyncio.create_task(rules.watch(routing.reload_interval_seconds), name="rules-watch")
-        if routing.reload_interval_seconds > 0
-        else None
-    )
+    watchers = [asyncio.create_task(disks.watch(), name="disk-space")]
+    if routing.reload_interval_seconds > 0:
+        watchers.append(
+            asyncio.create_task(rules.watch(routing.reload_interval_seconds), name="rules-watch")
+        )
+    # The record a failed preStop drain left (proxy/stranded.py) is at the top of the
+    # spool directory: the process that drains that top reports it (one worker of N).
+    if spool_top in (roots.own, *roots.orphans):
+        watchers.append(asyncio.create_task(stranded.watch(spool_top), name="stranded-watch"))
     yield
-    if watcher is not None:
+    for watcher in watchers:
         watcher.cancel()
-        await asyncio.gather(watcher, return_exceptions=True)
+    await asyncio.gather(*watchers, return_exceptions=True)
     budget = app[SHUTDOWN]
     await best_effort.close(budget.remaining())
     await rules.close()

@@ -11,6 +11,7 @@ volumes, and the chart follows the usual conventions (see docs/deploy.md).
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -21,7 +22,9 @@ from typing import Any
 import pytest
 import yaml
 
+from proxy.cli import build_parser
 from proxy.config import ProxyConfig, load_config
+from routing_rules.loader import BUILTIN_RULES, load_rules_file
 from tests.config_paths import CONFIG_INPUTS, used_paths
 from tests.deploy_tools import KUBERNETES_VERSION, kubernetes_schemas, run_tool
 from tests.support.paths import REPO
@@ -31,6 +34,8 @@ ALERTS = REPO / "deploy" / "prometheus" / "lineage-proxy-alerts.yaml"
 DASHBOARD = REPO / "deploy" / "grafana" / "lineage-proxy-dashboard.json"
 RELEASE, NAMESPACE = "lp", "lineage"
 FULLNAME = "lp-lineage-proxy"
+# Where the pods mount the ConfigMap (config.yaml, rules.yaml).
+CONFIG_MOUNT = "/etc/lineage-proxy"
 
 # Value sets the chart is rendered, linted and validated with.
 VALUE_SETS: dict[str, dict[str, Any]] = {
@@ -87,6 +92,20 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
         "rules": {"rules": [{"name": "all", "match": {}, "to": ["kafka"]}]},
         "serviceAccount": {"annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/x"}},
         "config": {"server": {"shutdown_timeout_seconds": 50}},
+    },
+    # A consumer that keeps files (a dedupe journal) beside one that keeps nothing.
+    "consumers": {
+        "config": {
+            "consumers": {
+                "archive": {
+                    "target": {"kind": "object_archive", "bucket": "lineage", "prefix": "events"}
+                },
+            }
+        },
+        "consumers": [
+            {"name": "marquez", "statusPort": 9101},
+            {"name": "archive", "statusPort": 9102},
+        ],
     },
 }
 
@@ -165,8 +184,24 @@ def _proxy(found: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return found[f"StatefulSet/{FULLNAME}"]
 
 
-def _consumer(found: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    return found[f"StatefulSet/{FULLNAME}-consumer-marquez"]
+def _consumer(found: dict[str, dict[str, Any]], name: str = "marquez") -> dict[str, Any]:
+    return found[f"StatefulSet/{FULLNAME}-consumer-{name}"]
+
+
+def _pod_config(
+    found: dict[str, dict[str, Any]],
+    container: dict[str, Any],
+    tmp: Path,
+    environ: dict[str, str] | None = None,
+) -> ProxyConfig:
+    """The config a container loads: the ConfigMap's files as the pod mounts them (here
+    under ``tmp``), with the container's literal environment (or ``environ``)."""
+    for name, text in found[f"ConfigMap/{FULLNAME}"]["data"].items():
+        (tmp / name).write_text(text)
+    env = _literal_env(container) if environ is None else environ
+    return load_config(
+        tmp / "config.yaml", environ={k: v.replace(CONFIG_MOUNT, str(tmp)) for k, v in env.items()}
+    )
 
 
 # --- the real tools ------------------------------------------------------------------
@@ -392,7 +427,11 @@ def test_proxy_runs_the_chosen_workers_and_requests_a_cpu_share_for_each(
     }
     proxy = _container(_proxy(found))
     assert proxy["args"][proxy["args"].index("--workers") + 1] == str(workers)
-    assert proxy["resources"]["requests"] == {"cpu": f"{workers * 250}m", "memory": "256Mi"}
+    assert proxy["resources"]["requests"] == {
+        "cpu": f"{workers * 250}m",
+        "memory": "256Mi",
+        "ephemeral-storage": "256Mi",
+    }
     assert proxy["resources"]["limits"] == {"memory": "1Gi"}
 
 
@@ -414,9 +453,7 @@ def test_chart_config_loads_and_everything_written_is_on_the_state_volume(
     statefulset = _proxy(found) if which == "proxy" else _consumer(found)
     container = _container(statefulset)
     mounts = {m["name"]: PurePosixPath(m["mountPath"]) for m in container["volumeMounts"]}
-    config_file = tmp_path / "config.yaml"
-    config_file.write_text(found[f"ConfigMap/{FULLNAME}"]["data"]["config.yaml"])
-    config = load_config(config_file, environ=_literal_env(container))
+    config = _pod_config(found, container, tmp_path)
     command = container["args"][: container["args"].index("--config")]
     if command[0] == "consume":
         assert config.consumers[command[1]].status_port == container["ports"][0]["containerPort"]
@@ -639,3 +676,183 @@ def test_tls_variables_load_as_server_tls_with_files_on_the_secrets_mount(
         "scheme"
         not in _container(_proxy(objects(rendered, "defaults")))["readinessProbe"]["httpGet"]
     )
+
+
+# --- issue 37: the chart cannot fill its own volume, and says what it does --------------
+
+
+def test_default_rules_keep_nothing_on_the_proxy_volume_but_the_spool(
+    rendered: dict[str, str], tmp_path: Path
+):
+    """The rules a default install's proxy loads send events to Kafka only: no archive
+    destination writes onto the pod's volume, where it would keep every file and, full,
+    answer 503 to every POST while Kafka is healthy. Seen failing on the old chart (no
+    rules file mounted: the built-in rules, with `archive` and `rejected_archive`)."""
+    found = objects(rendered, "defaults")
+    config = _pod_config(found, _container(_proxy(found)), tmp_path)
+    rules = load_rules_file(config.routing.rules or BUILTIN_RULES)
+    kinds = {name: d.kind for name, d in rules.destinations.items()}
+    assert "archive" not in kinds.values(), kinds
+    assert [kinds[name] for name in rules.default.to] == ["kafka"]
+    assert rules.rejected is not None and [kinds[n] for n in rules.rejected.to] == ["kafka"]
+    # The spool alone is what the volume holds, and its limit fits the claim.
+    (claim,) = _proxy(found)["spec"]["volumeClaimTemplates"]
+    size = claim["spec"]["resources"]["requests"]["storage"]
+    assert size.endswith("Gi") and config.kafka.spool.max_bytes < int(size[:-2]) << 30
+    # Rules of the values still replace the default.
+    everything = objects(rendered, "everything")
+    own = yaml.safe_load(everything[f"ConfigMap/{FULLNAME}"]["data"]["rules.yaml"])
+    assert own == VALUE_SETS["everything"]["rules"]
+
+
+def test_a_rules_file_named_in_the_config_is_not_overridden(tmp_path: Path):
+    """config.routing.rules (a file in the image, say) stays what the proxy loads: the
+    chart's variable would silently win over it."""
+    values = {"config": {"routing": {"rules": "/opt/lineage/rules.yaml"}}}
+    found = {
+        f"{o['kind']}/{o['metadata']['name']}": o
+        for o in _documents(helm_template(tmp_path, values))
+    }
+    config = _pod_config(found, _container(_proxy(found)), tmp_path)
+    assert config.routing.rules == Path("/opt/lineage/rules.yaml")
+
+
+@pytest.mark.parametrize("value_set", ["defaults", "everything", "consumers"])
+def test_every_container_requests_ephemeral_storage(rendered: dict[str, str], value_set: str):
+    """/tmp (an emptyDir) and the logs are on the node's disk: the scheduler must count
+    them. Seen failing on the old chart (no container requested ephemeral-storage)."""
+    found = objects(rendered, value_set)
+    statefulsets = _kinds(found, "StatefulSet")
+    assert len(statefulsets) >= 2
+    for statefulset in statefulsets:
+        requests = _container(statefulset)["resources"]["requests"]
+        assert requests.get("ephemeral-storage"), statefulset["metadata"]["name"]
+
+
+def test_a_consumer_that_keeps_no_files_gets_no_volume(rendered: dict[str, str]):
+    """An object_archive consumer keeps nothing on disk (offsets are in Kafka): its state
+    is an emptyDir, not a claim per pod; a consumer with a dedupe journal keeps a claim
+    of the consumer's size (1Gi), never the proxy's persistence.size. Seen failing on the
+    old chart (both got a claim, of 10Gi when the entry named no size)."""
+    found = objects(rendered, "consumers")
+    stateless = _consumer(found, "archive")
+    assert "volumeClaimTemplates" not in stateless["spec"]
+    volumes = {v["name"]: v for v in stateless["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["state"] == {"name": "state", "emptyDir": {}}
+    (claim,) = _consumer(found, "marquez")["spec"]["volumeClaimTemplates"]
+    assert claim["spec"]["resources"]["requests"]["storage"] == "1Gi"
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_a_consumers_persistence_enabled_overrides_what_its_config_implies(
+    enabled: bool, tmp_path: Path
+):
+    """consumers[].persistence.enabled wins over the guess from the config (a journal
+    means a claim); the top level's persistence.enabled: false still means no claim."""
+    entry = {"name": "marquez", "statusPort": 9101, "persistence": {"enabled": enabled}}
+    values: dict[str, Any] = {"consumers": [entry]}
+    found = {
+        f"{o['kind']}/{o['metadata']['name']}": o
+        for o in _documents(helm_template(tmp_path, values))
+    }
+    assert ("volumeClaimTemplates" in _consumer(found)["spec"]) is enabled
+    values["persistence"] = {"enabled": False}
+    found = {
+        f"{o['kind']}/{o['metadata']['name']}": o
+        for o in _documents(helm_template(tmp_path, values))
+    }
+    assert "volumeClaimTemplates" not in _consumer(found)["spec"]
+
+
+@pytest.mark.parametrize("name", ["archive_s3", "Archive", "a" * 55, "-archive", "archive-"])
+def test_a_consumer_name_that_is_no_dns_label_is_refused(name: str, tmp_path: Path):
+    """A consumer's name names its StatefulSet, Service and pods and is part of a label
+    value, which the API server refuses unless it is a DNS label — and which `helm lint
+    --strict` and kubeconform let through. Seen failing on the old chart (archive_s3
+    and Archive rendered without an error)."""
+
+    def values(consumer: str) -> dict[str, Any]:
+        return {
+            "config": {"consumers": {consumer: {"target": {"kind": "http", "url": "http://x"}}}},
+            "consumers": [{"name": consumer, "statusPort": 9102}],
+        }
+
+    done = run_tool(
+        "helm",
+        "template",
+        RELEASE,
+        CHART,
+        "--values",
+        _values_file(tmp_path, values(name)),
+        check=False,
+    )
+    assert done.returncode != 0
+    assert "values don't meet the specifications of the schema" in done.stderr, done.stderr
+    assert "consumers" in done.stderr and "name" in done.stderr, done.stderr
+    assert "consumer-archive-s3" in helm_template(tmp_path, values("archive-s3"))
+
+
+def test_the_statefulset_comment_says_what_parallel_pod_management_does(
+    rendered: dict[str, str],
+):
+    """podManagementPolicy: Parallel removes the pods of a scale-in together (each drains
+    its own spool meanwhile); the comment above it must not promise one at a time. Seen
+    failing on the old chart ("a scale-in still takes one pod at a time")."""
+    text = rendered["defaults"].split("templates/proxy-statefulset.yaml", 1)[1]
+    before, _, _ = text.partition("podManagementPolicy: Parallel")
+    assert before, "the proxy StatefulSet is Parallel"
+    comment = " ".join(
+        line.strip().lstrip("# ")
+        for line in before.splitlines()[-6:]
+        if line.strip().startswith("#")
+    )
+    assert not re.search(r"scale-in[^.]*one (pod )?at a time", comment), comment
+    assert "at once" in comment or "together" in comment, comment
+
+
+def test_the_runbooks_drain_pod_mounts_the_claim_and_runs_spool_drain(
+    rendered: dict[str, str], tmp_path: Path
+):
+    """docs/runbooks.md#lineageproxyspoolstranded builds a one-off pod from the proxy's
+    pod template with jq: run on the rendered StatefulSet, its program makes a valid Pod
+    (kubeconform) that runs `lineage-proxy spool drain` on the chart's config with the
+    claim mounted where the spool is, and that no Service selects. Seen failing on the
+    old runbook (no drain pod: scale back up only) and with the claim left out of the
+    program (no state volume)."""
+    runbook = (REPO / "docs" / "runbooks.md").read_text()
+    match = re.search(r"""jq --arg claim "\$claim" '(.*?)' \\""", runbook, re.S)
+    assert match, "the runbook's jq program"
+    found = objects(rendered, "defaults")
+    statefulset = tmp_path / "statefulset.json"
+    statefulset.write_text(json.dumps(_proxy(found)))
+    jq = shutil.which("jq")
+    assert jq, "jq is missing: apt-get install jq (scripts/test.sh does)"
+    done = subprocess.run(
+        [jq, "--arg", "claim", "state-lp-lineage-proxy-3", match[1], statefulset],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    pod = json.loads(done.stdout)
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text(yaml.safe_dump(pod))
+    location = kubernetes_schemas(tmp_path / "schemas")
+    checked = run_tool("kubeconform", "-strict", "-schema-location", location, manifest)
+    assert checked.returncode == 0
+    assert "labels" not in pod["metadata"]  # no Service sends clients to it
+    (container,) = pod["spec"]["containers"]
+    assert "lifecycle" not in container and pod["spec"]["restartPolicy"] == "Never"
+    args = container["args"]
+    assert args[:2] == ["spool", "drain"]
+    build_parser().parse_args(args)  # the image's entrypoint is lineage-proxy
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert (
+        args[args.index("--config") + 1]
+        == f"{mounts['config']}/config.yaml"
+        == (f"{CONFIG_MOUNT}/config.yaml")
+    )
+    config = _pod_config(found, container, tmp_path)
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert volumes["state"]["persistentVolumeClaim"] == {"claimName": "state-lp-lineage-proxy-3"}
+    state = PurePosixPath(mounts["state"])
+    assert state in PurePosixPath(config.kafka.spool.directory).parents

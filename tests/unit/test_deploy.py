@@ -18,7 +18,9 @@ import yaml
 
 from consumers.metrics import ConsumerMetrics
 from proxy.destinations.kafka_spool import SpoolMetrics
+from proxy.disk_space import DiskSpace
 from proxy.metrics import KafkaReachability, ProxyMetrics
+from proxy.stranded import StrandedSpool
 from routing_rules.stats import RoutingStats
 from tests.deploy_tools import run_tool
 from tests.support.paths import REPO
@@ -55,6 +57,8 @@ def exported_series() -> set[str]:
     proxy.registry.register(stats)
     proxy.registry.register(SpoolMetrics(list))
     proxy.registry.register(KafkaReachability(lambda: [_ProducerDouble()]))
+    proxy.registry.register(DiskSpace({}))
+    proxy.registry.register(StrandedSpool())
     names = set()
     for registry in (proxy.registry, ConsumerMetrics("any").registry):
         for family in registry.collect():
@@ -106,19 +110,40 @@ def test_promtool_checks_the_rules_and_their_unit_tests_pass():
     assert "SUCCESS" in done.stdout + done.stderr
 
 
-def test_promtool_unit_tests_can_fail(tmp_path):
-    """The unit tests above see the rules: a spool alert on a fixed 1 GB threshold (as
-    before the limit was exported) fails them."""
-    broken = ALERTS.read_text().replace(
-        "lineage_proxy_spool_bytes / lineage_proxy_spool_max_bytes\n          ) > 0.8",
-        "lineage_proxy_spool_bytes\n          ) > 1e9",
-    )
+@pytest.mark.parametrize(
+    ("alert", "old", "new"),
+    [
+        # A spool alert on a fixed 1 GB threshold, as before the limit was exported.
+        (
+            "LineageProxySpoolFillingUp",
+            "lineage_proxy_spool_bytes / lineage_proxy_spool_max_bytes\n          ) > 0.8",
+            "lineage_proxy_spool_bytes\n          ) > 1e9",
+        ),
+        # A disk alert that waits for the last 1%: a disk with 5% left is not seen.
+        (
+            "LineageProxyDiskFillingUp",
+            "lineage_proxy_disk_size_bytes\n          ) < 0.1",
+            "lineage_proxy_disk_size_bytes\n          ) < 0.01",
+        ),
+        # The stranded record summed over workers and pods: the pod is no longer named.
+        (
+            "LineageProxySpoolStranded",
+            "max by (namespace, instance) (lineage_proxy_spool_stranded_events)",
+            "max by (namespace) (lineage_proxy_spool_stranded_events)",
+        ),
+    ],
+)
+def test_promtool_unit_tests_can_fail(alert: str, old: str, new: str, tmp_path):
+    """The unit tests above see the rules: each mutation fails them. (The disk and
+    stranded-spool tests were also run against the alerts before those rules existed:
+    they failed, the alerts absent.)"""
+    broken = ALERTS.read_text().replace(old, new)
     assert broken != ALERTS.read_text()
     (tmp_path / ALERTS.name).write_text(broken)
     (tmp_path / ALERT_TESTS.name).write_text(ALERT_TESTS.read_text())
     done = run_tool("promtool", "test", "rules", tmp_path / ALERT_TESTS.name, check=False)
     assert done.returncode == 1
-    assert "LineageProxySpoolFillingUp" in done.stdout + done.stderr
+    assert alert in done.stdout + done.stderr
 
 
 def test_every_alert_links_a_runbook_section_that_exists():
@@ -135,6 +160,25 @@ def test_every_alert_links_a_runbook_section_that_exists():
         page, anchor = url.split("#")
         assert page == "docs/runbooks.md" and anchor == rule["alert"].lower(), url
         assert anchor in anchors, f"{url}: no such section in docs/runbooks.md"
+
+
+def _runbook(alert: str) -> str:
+    sections = re.split(r"^## ", RUNBOOKS.read_text(), flags=re.M)
+    (section,) = [s for s in sections if s.startswith(f"{alert}\n")]
+    return section
+
+
+def test_the_stranded_spool_runbook_names_both_ways_out():
+    """Scaling back up is one way; a drain by hand from a pod that mounts the claim is the
+    other, for a scale-in nobody wants to undo. Seen failing on the old runbook (scale
+    back up only)."""
+    section = _runbook("LineageProxySpoolStranded")
+    assert "scale back up" in section.lower()
+    assert "lineage-proxy spool drain" in section
+    assert "stranded.json" in section and "persistentVolumeClaim" in section
+    # The disk alerts' runbooks name the archive as the usual cause, and what replaces it.
+    assert "object_archive" in _runbook("LineageProxyDiskFillingUp")
+    assert "LineageProxyDiskFillingUp" in _runbook("LineageProxyDiskFullWithinADay")
 
 
 def test_alerts_see_a_target_that_is_down_or_gone():
@@ -167,6 +211,9 @@ def test_spool_and_lag_alerts_are_relative_not_fixed_thresholds():
         ("LineageConsumerDeadLettersGrowing", "lineage_consumer_dead_lettered_total"),
         ("LineageConsumerCircuitOpen", "lineage_consumer_circuit_open"),
         ("LineageProxyRejectionRateHigh", "lineage_proxy_events_rejected_total"),
+        ("LineageProxyDiskFillingUp", "lineage_proxy_disk_available_bytes"),
+        ("LineageProxyDiskFullWithinADay", "lineage_proxy_disk_available_bytes"),
+        ("LineageProxySpoolStranded", "lineage_proxy_spool_stranded_events"),
     ],
 )
 def test_alert_watches_its_metric(alert: str, metric: str):

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from pathlib import Path
 
 import yaml
 
 from proxy.destinations.spool import Spool
 from proxy.prestop import main, spool_directories, wait_until_drained
+from proxy.stranded import RECORD, read_record
 
 
 async def _spool_with_one_event(directory: Path) -> Spool:
@@ -46,6 +48,29 @@ async def test_time_up_with_events_left_exits_1_and_names_them(tmp_path: Path, c
     assert main(["--config", str(_config(tmp_path, root)), "--timeout", "0"]) == 1
     err = capsys.readouterr().err
     assert str(root / "c") in err and "runbooks.md#" in err
+    # Both ways out: the pod back, or a drain by hand from a pod that mounts the volume.
+    assert "scale back up" in err and "lineage-proxy spool drain" in err
+
+
+async def test_time_up_leaves_a_record_beside_the_events(tmp_path: Path, monkeypatch):
+    """The hook's failure event expires in about an hour and the pod's metrics go with
+    it: what stays is a record on the volume, which the next proxy on it reports
+    (tests/unit/test_stranded.py). Seen failing before the record existed (the hook
+    wrote nothing: read_record was None)."""
+    monkeypatch.setenv("HOSTNAME", "lp-lineage-proxy-3")
+    root = tmp_path / "spool"
+    spool = await _spool_with_one_event(root / "c")
+    await spool.close()
+    assert main(["--config", str(_config(tmp_path, root)), "--timeout", "0"]) == 1
+    stranded = read_record(root)
+    assert stranded is not None
+    assert (stranded.pod, stranded.events, stranded.directories) == (
+        "lp-lineage-proxy-3",
+        1,
+        [str(root / "c")],
+    )
+    assert stranded.bytes > 0 and abs(stranded.at - time.time()) < 60
+    assert (root / RECORD).is_file() and not list(root.glob(".*.tmp"))
 
 
 async def test_the_hook_ends_once_the_drainer_confirmed_the_last_event(tmp_path: Path):

@@ -88,9 +88,10 @@ annotations:
   {{- end }}
 {{- end -}}
 
-{{/* The state volume: a claim per pod, or an emptyDir (persistence.enabled: false). */}}
+{{/* The state volume: a claim per pod when .persistent, else an emptyDir (see
+     lineage-proxy.volumes). */}}
 {{- define "lineage-proxy.stateClaim" -}}
-{{- if .root.Values.persistence.enabled }}
+{{- if .persistent }}
 persistentVolumeClaimRetentionPolicy:
   whenDeleted: Retain
   whenScaled: Retain
@@ -129,9 +130,10 @@ volumeClaimTemplates:
 {{- end }}
 {{- end -}}
 
-{{/* Environment every pod gets: the rules file, secrets, Kafka credentials, extraEnv. */}}
+{{/* Environment every pod gets: the rules file (the ConfigMap's, unless config.routing.rules
+     names one of its own), secrets, Kafka credentials, extraEnv. */}}
 {{- define "lineage-proxy.commonEnv" -}}
-{{- if .Values.rules }}
+{{- if not (dig "routing" "rules" "" .Values.config) }}
 - name: LINEAGE_PROXY__ROUTING__RULES
   value: /etc/lineage-proxy/rules.yaml
 {{- end }}
@@ -148,12 +150,13 @@ volumeClaimTemplates:
 {{- end }}
 {{- end -}}
 
-{{/* Config, state and /tmp volumes, and where the containers mount them. */}}
+{{/* Config, state and /tmp volumes, and where the containers mount them. Called with
+     (dict "root" $ "persistent" <whether state is a claim>). */}}
 {{- define "lineage-proxy.volumes" -}}
 - name: config
   configMap:
-    name: {{ include "lineage-proxy.fullname" . }}
-{{- if not .Values.persistence.enabled }}
+    name: {{ include "lineage-proxy.fullname" .root }}
+{{- if not .persistent }}
 - name: state
   emptyDir: {}
 {{- end }}
@@ -213,6 +216,18 @@ volumeClaimTemplates:
 {{- if .Values.proxy.tls.secretName }}
 scheme: HTTPS
 {{- end }}
+{{- end -}}
+
+{{/* Whether a consumer keeps its state on a claim: consumers[].persistence.enabled, or
+     left out, whether its config writes files (a dedupe journal, an archive target);
+     never without persistence.enabled. Prints "true" or nothing. Called with
+     (dict "root" $ "consumer" <its entry>). */}}
+{{- define "lineage-proxy.consumerPersistent" -}}
+{{- $config := index .root.Values.config.consumers .consumer.name -}}
+{{- $writes := or (dig "dedupe" "journal" "" $config) (eq (dig "target" "kind" "" $config) "archive") -}}
+{{- $persistence := .consumer.persistence | default dict -}}
+{{- $wanted := ternary $persistence.enabled $writes (hasKey $persistence "enabled") -}}
+{{- if and .root.Values.persistence.enabled $wanted -}}true{{- end -}}
 {{- end -}}
 
 {{/* Seconds the proxy needs to go: the spool drain (preStop), then the shutdown that
