@@ -412,6 +412,11 @@ def test_proxy_probes_readyz_and_healthz_on_its_port_and_listens_where_the_confi
     assert port["containerPort"] == 5000
     assert proxy["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": port["name"]}
     assert proxy["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": port["name"]}
+    # Set, not the kubelet's 1 s default (seen failing with no timeoutSeconds: a proxy
+    # answering late under a burst would leave the Service).
+    assert (
+        proxy["readinessProbe"]["timeoutSeconds"] == proxy["livenessProbe"]["timeoutSeconds"] == 3
+    )
     assert _literal_env(proxy)["LINEAGE_PROXY__SERVER__PORT"] == "5000"
     tls = _container(_proxy(objects(rendered, "everything")))
     assert tls["readinessProbe"]["httpGet"]["scheme"] == "HTTPS"
