@@ -19,6 +19,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from consumers.config import ConsumerConfig
 from proxy.auth import AuthConfig, TokenConfig
 from proxy.destinations.config import KafkaConfig, SpoolConfig
+from proxy.queued_bytes import DEFAULT_MAX_QUEUED_BYTES
 from proxy.strict import StrictModel
 from proxy.tls import TlsConfig
 from proxy.validation.repairs import REPAIR_NAMES, NaiveTimeZones, RepairName
@@ -70,6 +71,12 @@ class ServerConfig(StrictModel):
     # Past it a request gets 503 + Retry-After (413 if it alone needs more). The events
     # parsed from those bytes take a few times as much again (docs/ingest-limits.md).
     max_bytes_in_flight: Annotated[int, Field(gt=0)] = 128 * MiB
+    # Bytes of events the process holds in queues nobody waits on: each tap reader's,
+    # the tap's outboxes to other workers, best-effort deliveries (queued or being
+    # sent). An event counts its JSON size; one that does not fit is dropped for that
+    # queue and counted, and a tap reader that read nothing for 10 s then is cut off.
+    # Held as objects the events take up to about twice this (docs/ingest-limits.md).
+    max_queued_bytes: Annotated[int, Field(gt=0)] = DEFAULT_MAX_QUEUED_BYTES
     # Most events in one /api/v1/lineage/batch request; more gets 413.
     max_batch_events: Annotated[int, Field(gt=0)] = 10_000
     # How long SIGTERM waits for in-flight deliveries before the process exits.
@@ -174,7 +181,8 @@ class RoutingConfig(StrictModel):
     reload_interval_seconds: Annotated[float, Field(ge=0)] = 2.0
     # Best-effort destinations (http without required: true) are delivered off the
     # request path from a bounded queue; when it is full, events for them are dropped
-    # and counted rather than slowing clients down.
+    # and counted rather than slowing clients down. Its bytes count against
+    # server.max_queued_bytes too.
     best_effort_queue_size: Annotated[int, Field(gt=0)] = 10_000
     # Best-effort deliveries in flight at once.
     best_effort_concurrency: Annotated[int, Field(gt=0)] = 16

@@ -65,7 +65,8 @@ class ProxyMetrics:
         )
         self.best_effort_dropped = Counter(
             "lineage_proxy_best_effort_dropped",
-            "Events not sent to a best-effort destination because its queue was full.",
+            "Events not sent to a best-effort destination because its queue was full (in"
+            " events, or server.max_queued_bytes reached).",
             ["destination"],
             registry=self.registry,
         )
@@ -78,6 +79,14 @@ class ProxyMetrics:
             "lineage_proxy_request_bytes_in_flight",
             "Request bytes held now (bodies as read plus inflated), against"
             " server.max_bytes_in_flight; past it requests get 503 (reason busy).",
+            registry=self.registry,
+        )
+        self.queued_bytes = Gauge(
+            "lineage_proxy_queued_bytes",
+            "Bytes (events' JSON) held now in queues nobody waits on, by queue: tap (its"
+            " readers), tap_relay (outboxes to other workers), best_effort (deliveries);"
+            " together at most server.max_queued_bytes.",
+            ["queue"],
             registry=self.registry,
         )
         self.requests = Counter(

@@ -10,8 +10,8 @@ This is the one place that decides what a multi-destination delivery means: dura
 destinations (kafka, archive, http with ``required: true``) are awaited together and any
 failure among them fails the event; best-effort ones (other http) are handed to a
 bounded background queue and never delay or fail the client's answer — their failures
-are logged and counted, and when the queue is full the event is dropped for them and
-counted.
+are logged and counted, and when the queue is full (in events, or in bytes: the queue
+budget, ``server.max_queued_bytes``) the event is dropped for them and counted.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from proxy.metrics import ProxyMetrics
 from proxy.openlineage import event_kind
 from proxy.openlineage.rejected import rejected_envelope
 from proxy.openlineage.repaired import Repair, RepairedEvent
+from proxy.queued_bytes import Queue, QueueBudget
 from proxy.repair_log import RepairLog
 from proxy.router import Route, Router, Trace
 from proxy.tap.hub import TapHub
@@ -82,17 +83,32 @@ class Accepted:
 
 
 class BestEffortQueue:
-    """Deliveries to best-effort destinations, off the request path, bounded."""
+    """Deliveries to best-effort destinations, off the request path, bounded.
 
-    def __init__(self, size: int, concurrency: int, metrics: ProxyMetrics) -> None:
+    Bounded in events (``size``) and in bytes: each delivery holds its payload's size of
+    the process's queue budget from :meth:`submit` until it was delivered or failed —
+    a target that never answers would otherwise gather ``size`` events of any size.
+    """
+
+    def __init__(
+        self,
+        size: int,
+        concurrency: int,
+        metrics: ProxyMetrics,
+        budget: QueueBudget | None = None,
+    ) -> None:
         self.metrics = metrics
         self.concurrency = concurrency
+        self.budget = budget if budget is not None else QueueBudget()
         # Each delivery with the proxies its event passed (the loop guard's count: the
         # workers run outside the request's context).
         self._queue: asyncio.Queue[tuple[Destination, dict[str, Any], bytes, int]] = asyncio.Queue(
             size
         )
         self._workers: list[asyncio.Task[None]] = []
+        # A target that is down fails (or has dropped) every event: one line per
+        # destination every few seconds, the counters have the numbers.
+        self._log = ThrottledLog(log)
 
     def start(self, deliver_one: DeliverOne) -> None:
         self._workers = [
@@ -101,15 +117,22 @@ class BestEffortQueue:
         ]
 
     def submit(self, destination: Destination, event: dict[str, Any], payload: bytes) -> None:
-        try:
+        if self._queue.full():
+            self._drop(destination, "queue full")
+        elif not self.budget.take(Queue.BEST_EFFORT, len(payload)):
+            self._drop(destination, "server.max_queued_bytes reached")
+        else:
             self._queue.put_nowait((destination, event, payload, current_hops()))
-        except asyncio.QueueFull:
-            self.metrics.best_effort_dropped.labels(destination.name).inc()
-            log.warning(
-                "best-effort queue full: event not sent to %s",
-                destination.name,
-                extra={"destination": destination.name},
-            )
+
+    def _drop(self, destination: Destination, why: str) -> None:
+        self.metrics.best_effort_dropped.labels(destination.name).inc()
+        self._log.warning(
+            f"dropped:{destination.name}",
+            "best-effort event not sent to %s: %s",
+            destination.name,
+            why,
+            extra={"destination": destination.name},
+        )
 
     async def _work(self, deliver_one: DeliverOne) -> None:
         while True:
@@ -118,13 +141,16 @@ class BestEffortQueue:
                 with carrying(hops):
                     await deliver_one(destination, event, payload)
             except Exception as exc:
-                log.warning(
+                self._log.warning(
+                    f"failed:{destination.name}",
                     "best-effort delivery to %s failed: %s",
                     destination.name,
                     exc,
                     extra={"destination": destination.name},
                 )
             finally:
+                self.budget.give_back(Queue.BEST_EFFORT, len(payload))
+                del event, payload  # not held while this worker waits for the next
                 self._queue.task_done()
 
     async def close(self, drain_seconds: float) -> None:
@@ -250,7 +276,8 @@ class EventPipeline:
         for index, (event, outcome) in enumerate(zip(events, outcomes, strict=True)):
             if not isinstance(outcome, DeliveryError):
                 if traced is not None:
-                    self.tap.publish(event, *traced[index])
+                    payload = routed[index][1]
+                    self.tap.publish(event, *traced[index], len(payload) if payload else None)
                 kind = event_kind(event)
                 self._accepted(kind.value if kind else "unknown").inc()
         return outcomes

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 
 __all__ = ["ThrottledLog"]
 
@@ -23,9 +24,16 @@ class ThrottledLog:
         # key → (monotonic time of its last line, lines held back since then)
         self._last: dict[str, tuple[float, int]] = {}
 
-    def log(self, level: int, key: str, message: str, *args: object) -> bool:
-        """Log ``message % args`` unless a line with ``key`` was logged less than
-        ``interval`` seconds ago; returns whether it was logged."""
+    def log(
+        self,
+        level: int,
+        key: str,
+        message: str,
+        *args: object,
+        extra: Mapping[str, object] | None = None,
+    ) -> bool:
+        """Log ``message % args`` (with ``extra`` fields) unless a line with ``key`` was
+        logged less than ``interval`` seconds ago; returns whether it was logged."""
         now = time.monotonic()
         last, held_back = self._last.get(key, (float("-inf"), 0))
         if now - last < self.interval:
@@ -33,11 +41,20 @@ class ThrottledLog:
             return False
         self._last[key] = (now, 0)
         more = f" ({held_back} more like it not logged)" if held_back else ""
-        self.logger.log(level, message + "%s", *args, more)
+        self.logger.log(level, message + "%s", *args, more, extra=extra)
         return True
 
-    def warning(self, key: str, message: str, *args: object) -> bool:
-        return self.log(logging.WARNING, key, message, *args)
+    def info(
+        self, key: str, message: str, *args: object, extra: Mapping[str, object] | None = None
+    ) -> bool:
+        return self.log(logging.INFO, key, message, *args, extra=extra)
 
-    def error(self, key: str, message: str, *args: object) -> bool:
-        return self.log(logging.ERROR, key, message, *args)
+    def warning(
+        self, key: str, message: str, *args: object, extra: Mapping[str, object] | None = None
+    ) -> bool:
+        return self.log(logging.WARNING, key, message, *args, extra=extra)
+
+    def error(
+        self, key: str, message: str, *args: object, extra: Mapping[str, object] | None = None
+    ) -> bool:
+        return self.log(logging.ERROR, key, message, *args, extra=extra)

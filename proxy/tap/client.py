@@ -92,6 +92,7 @@ async def tap_events(
         headers["Authorization"] = f"Bearer {token}"
     timeout = aiohttp.ClientTimeout(total=None, connect=10, sock_connect=10, sock_read=None)
     endpoint = url.rstrip("/") + "/api/v1/tap"
+    streaming = False
     try:
         async with (
             aiohttp.ClientSession(timeout=timeout) as session,
@@ -99,6 +100,7 @@ async def tap_events(
         ):
             if response.status != 200:
                 raise TapFailed(f"{endpoint}: {response.status} {await _error_of(response)}")
+            streaming = True
             kind, data = "message", b""
             async for raw in response.content:
                 line = raw.rstrip(b"\r\n")
@@ -117,7 +119,14 @@ async def tap_events(
                         )
                     elif not on_event(record):
                         return
-    except aiohttp.ClientConnectionError as exc:
+    except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
+        if streaming:
+            # The proxy cuts off a reader that stopped reading while its queues are full
+            # (a paused pager), or it went away: either way the stream broke off.
+            raise TapFailed(
+                "the stream broke off (the proxy cuts off a reader that stops reading"
+                " while its queues are full)"
+            ) from None
         raise TapFailed(f"cannot reach the proxy at {url}: {exc}") from None
     raise TapFailed("the proxy ended the stream")
 

@@ -9,8 +9,10 @@ worker holding a lease from some sibling publishes as if it had a subscriber and
 each event in that sibling's bounded outbox; one task per sibling sends the outbox in
 batches (``POST /tap/events``), where the events are offered to the local subscribers
 with their own filters and scopes. Publishing never waits: an event that does not fit
-the outbox, or a batch the sibling did not take, is dropped and counted in
-``lineage_proxy_tap_dropped``. When no worker has subscribers nothing is sent.
+the outbox (1,000 events, and the bytes the queue budget ``server.max_queued_bytes``
+has left: an outbox holds its events' JSON size until they are sent), or a batch the
+sibling did not take, is dropped and counted in ``lineage_proxy_tap_dropped``. When no
+worker has subscribers nothing is sent.
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ from __future__ import annotations
 import asyncio
 import collections
 import time
+from collections.abc import Iterable
 
 from aiohttp import web
 
 from proxy.exact_json import dumps, loads
+from proxy.queued_bytes import Queue
 from proxy.tap.hub import DEFAULT_QUEUE_SIZE, TapHub, TappedEvent
 from proxy.worker_metrics import Siblings
 
@@ -72,7 +76,9 @@ class TapRelay:
     def forward(self, tapped: TappedEvent) -> None:
         for index in self._leases:
             outbox = self._outboxes[index]
-            if len(outbox) >= DEFAULT_QUEUE_SIZE:
+            if len(outbox) >= DEFAULT_QUEUE_SIZE or not self._hub.budget.take(
+                Queue.TAP_RELAY, tapped.size
+            ):
                 self._hub.dropped_total += 1
                 continue
             outbox.append(tapped)
@@ -96,16 +102,25 @@ class TapRelay:
             while outbox:
                 batch = [outbox.popleft() for _ in range(min(len(outbox), _BATCH))]
                 body = dumps([tapped.as_json() for tapped in batch])
-                if not await self._siblings.post(index, "/tap/events", body):
+                sent = await self._siblings.post(index, "/tap/events", body)
+                # Held until sent: the body is the batch written out.
+                self._give_back(batch)
+                if not sent:
                     # Gone or too slow: it announces again if it still listens.
                     self._hub.dropped_total += len(batch) + len(outbox)
                     self._end_lease(index)
+                del batch, body  # not held while this task waits for more
 
     def _end_lease(self, index: int) -> None:
         """Stop forwarding to ``index``; what its outbox holds is for nobody now."""
         self._leases.pop(index, None)
-        self._outboxes[index].clear()
+        outbox = self._outboxes[index]
+        self._give_back(outbox)
+        outbox.clear()
         self._hub.set_forwarding(bool(self._leases))
+
+    def _give_back(self, events: Iterable[TappedEvent]) -> None:
+        self._hub.budget.give_back(Queue.TAP_RELAY, sum(tapped.size for tapped in events))
 
     async def _listen(self, request: web.Request) -> web.Response:
         said = loads(await request.read())

@@ -11,6 +11,7 @@ nothing acknowledged is left in a local queue.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -26,6 +27,7 @@ from proxy.http_errors import ClientFault, RequestError, error_response
 from proxy.live_rules import LiveRules
 from proxy.metrics import KafkaReachability, ProxyMetrics
 from proxy.pipeline import BestEffortQueue, EventPipeline
+from proxy.queued_bytes import Queue, QueueBudget
 from proxy.stranded import StrandedSpool
 from proxy.tap.hub import TapHub
 from proxy.tap.relay import TapRelay
@@ -43,6 +45,7 @@ from proxy.web.keys import (
     CONNECTIONS,
     METRICS,
     PIPELINE,
+    QUEUED_BYTES,
     RULES,
     SHUTDOWN,
     SIBLINGS,
@@ -167,7 +170,10 @@ async def _destinations_lifecycle(app: web.Application) -> AsyncIterator[None]:
         raise
     app[RULES] = rules
     best_effort = BestEffortQueue(
-        routing.best_effort_queue_size, routing.best_effort_concurrency, app[METRICS]
+        routing.best_effort_queue_size,
+        routing.best_effort_concurrency,
+        app[METRICS],
+        app[QUEUED_BYTES],
     )
     repairer = EventRepairer(
         config.validation.enabled_repairs(), config.validation.naive_time_zones()
@@ -252,7 +258,10 @@ def create_app(config: ProxyConfig, worker: WorkerSlot | None = None) -> web.App
     )
     app[SHUTDOWN] = ShutdownBudget(config.server.shutdown_timeout_seconds)
     app.on_shutdown.append(app[SHUTDOWN].start)
-    app[TAP] = TapHub()
+    app[QUEUED_BYTES] = budget = QueueBudget(config.server.max_queued_bytes)
+    for queue in Queue:
+        metrics.queued_bytes.labels(queue).set_function(functools.partial(budget.held_for, queue))
+    app[TAP] = TapHub(budget=budget)
     metrics.registry.register(app[TAP])
     app.on_shutdown.append(app[TAP].on_shutdown)
     app.cleanup_ctx.append(_destinations_lifecycle)

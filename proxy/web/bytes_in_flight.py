@@ -9,42 +9,19 @@ request's answer is ready (the parsed events live that long). Past the cap a req
 answered 503 with ``Retry-After`` (the bytes will be free soon), and a request that
 alone needs more than the cap 413 (it never could be taken).
 
-Memory given back to the allocator is not always given back to the system: glibc keeps
-freed heap pages for reuse, so after a burst of large bodies RSS would stay at its peak.
-When the bytes held fall back to zero after a burst, the allocator is asked to return
-its free pages (``malloc_trim``), off the event loop.
+After a burst, when nothing is held any more, the allocator is asked to give its free
+pages back to the system (:mod:`proxy.free_memory`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import ctypes
-import ctypes.util
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from types import TracebackType
 
+from proxy.free_memory import TrimAfterBurst
 from proxy.http_errors import RequestError
 
 __all__ = ["BytesInFlight", "Held"]
-
-
-# A burst this large (bytes held at the peak since the last trim) is worth a trim.
-_TRIM_AFTER = 16 * 1024 * 1024
-_TRIM_DELAY_SECONDS = 1.0
-
-
-def _malloc_trim() -> Callable[[], object] | None:
-    """glibc's ``malloc_trim(0)``, or None where there is no such call (musl, macOS)."""
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
-    try:
-        trim = ctypes.CDLL(name).malloc_trim
-    except (OSError, AttributeError):
-        return None
-    trim.argtypes = [ctypes.c_size_t]
-    trim.restype = ctypes.c_int
-    return lambda: trim(0)
 
 
 class BytesInFlight:
@@ -54,10 +31,7 @@ class BytesInFlight:
         self.limit = limit
         self.held = 0
         self._retry_after = dict(retry_after)
-        self._peak_since_trim = 0
-        self._trim = _malloc_trim()
-        self._trimming: asyncio.Future[object] | None = None
-        self._trim_again = False
+        self._trim = TrimAfterBurst()
 
     def take(self, size: int, own: int) -> None:
         """Hold ``size`` more bytes for a request already holding ``own``; raise 413 when
@@ -77,31 +51,11 @@ class BytesInFlight:
                 reason="busy",
             )
         self.held = held
-        if held > self._peak_since_trim:
-            self._peak_since_trim = held
+        self._trim.held(held)
 
     def give_back(self, size: int) -> None:
         self.held -= size
-        if self.held == 0 and self._peak_since_trim >= _TRIM_AFTER:
-            self._peak_since_trim = 0
-            # A moment later: the connections of the requests just answered (and their
-            # buffers) go after the handlers, and trimming before them would miss them.
-            asyncio.get_running_loop().call_later(_TRIM_DELAY_SECONDS, self._return_free_memory)
-
-    def _return_free_memory(self) -> None:
-        if self._trim is None:
-            return
-        if self._trimming is not None and not self._trimming.done():
-            self._trim_again = True  # what was freed since it started is trimmed after it
-            return
-        # It walks the heap (milliseconds after a large burst): not on the event loop.
-        self._trimming = asyncio.get_running_loop().run_in_executor(None, self._trim)
-        self._trimming.add_done_callback(self._trimmed)
-
-    def _trimmed(self, _: asyncio.Future[object]) -> None:
-        if self._trim_again:
-            self._trim_again = False
-            self._return_free_memory()
+        self._trim.held(self.held)
 
     def request(self) -> Held:
         """One request's share, to use as ``with budget.request() as held:``."""

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from proxy.live_rules import LiveRules
     from proxy.metrics import ProxyMetrics
     from proxy.pipeline import EventPipeline
+    from proxy.queued_bytes import QueueBudget
     from proxy.tap.hub import TapHub
     from proxy.tap.relay import TapRelay
     from proxy.validation import EventValidator
@@ -36,6 +37,7 @@ __all__ = [
     "CONNECTIONS",
     "METRICS",
     "PIPELINE",
+    "QUEUED_BYTES",
     "RULES",
     "SHUTDOWN",
     "SIBLINGS",
@@ -50,6 +52,8 @@ PIPELINE: web.AppKey[EventPipeline] = web.AppKey("pipeline")
 AUTHENTICATOR: web.AppKey[Authenticator] = web.AppKey("authenticator")
 BYTES_IN_FLIGHT: web.AppKey[BytesInFlight] = web.AppKey("bytes_in_flight")
 METRICS: web.AppKey[ProxyMetrics] = web.AppKey("metrics")
+# The one budget of the tap's and the best-effort deliveries' queues.
+QUEUED_BYTES: web.AppKey[QueueBudget] = web.AppKey("queued_bytes")
 RULES: web.AppKey[LiveRules] = web.AppKey("rules")
 VALIDATOR: web.AppKey[EventValidator] = web.AppKey("validator")
 CONNECTIONS: web.AppKey[ConnectionGuard] = web.AppKey("connections")

@@ -9,22 +9,33 @@ every worker of ``serve --workers N``), then
 one ``data:`` line per event (JSON: time, rules, destinations, dropped_by, event), a
 ``: keep-alive`` comment when nothing happened for a while, and ``event: dropped`` with
 ``{"dropped": N}`` (N counted since the stream opened) when the reader fell behind and
-events were left out for it. The server ends the stream when it shuts down.
+events were left out for it. The server ends the stream when it shuts down, and cuts
+off a reader that stopped reading while the queue budget is short (:mod:`proxy.tap.hub`).
+
+A reader that leaves is ordinary (Ctrl-C, ``tap | head``): it is logged as one line at
+most every few seconds, without a traceback, whether it left between events or while
+its stream was being written (the write then fails with a ``ConnectionError`` that is
+not always a ``ConnectionResetError``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime
+import logging
 
 from aiohttp import web
 
 from proxy.exact_json import dumps
 from proxy.http_errors import RequestError, detail
 from proxy.tap.hub import TapFilter, TappedEvent
+from proxy.throttled_log import ThrottledLog
 from proxy.web.keys import AUTHENTICATOR, TAP
 
 __all__ = ["get_tap"]
+
+log = logging.getLogger(__name__)
+_left = ThrottledLog(log)
 
 
 # A comment this often keeps proxies from closing an idle stream and finds readers gone.
@@ -70,12 +81,15 @@ async def get_tap(request: web.Request) -> web.StreamResponse:
     with hub.subscribe(tap_filter, principal) as subscription:
         await hub.joined()  # with workers: the others forward their events from now on
         await response.prepare(request)
+        transport = request.transport
+        if transport is not None:
+            subscription.abort = transport.abort
         reported = 0
         try:
             await response.write(b": tap open\n\n")
             while True:
                 try:
-                    tapped = await asyncio.wait_for(subscription.queue.get(), _KEEP_ALIVE_SECONDS)
+                    tapped = await asyncio.wait_for(subscription.next(), _KEEP_ALIVE_SECONDS)
                 except TimeoutError:
                     await response.write(b": keep-alive\n\n")
                     continue
@@ -87,6 +101,11 @@ async def get_tap(request: web.Request) -> web.StreamResponse:
                 if tapped is None:
                     break
                 await response.write(_frame(tapped))
-        except ConnectionResetError:
-            pass  # the reader left
+        except ConnectionError as exc:
+            if not subscription.cut_off:  # the hub logged that one
+                _left.info("left", "tap reader %s left (%s)", request.remote, _why(exc))
     return response
+
+
+def _why(error: ConnectionError) -> str:
+    return str(error) or type(error).__name__

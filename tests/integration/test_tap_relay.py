@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 
 from proxy.auth import Principal
+from proxy.exact_json import dumps
 from proxy.metrics import ProxyMetrics
+from proxy.queued_bytes import Queue, QueueBudget
 from proxy.tap.hub import TapFilter, TapHub
 from proxy.tap.relay import TapRelay
 from proxy.worker_metrics import Siblings, WorkerSlot
@@ -62,6 +64,34 @@ async def test_a_worker_forwards_only_while_a_sibling_listens_and_drops_what_ove
             assert watcher.dropped_total == 0
         # The last watcher left: the sender stops publishing.
         await until(lambda: not sender.listening)
+    finally:
+        for channel, relay in zip(channels, relays, strict=True):
+            await relay.close()
+            await channel.close()
+
+
+async def test_a_worker_outbox_holds_bytes_of_the_budget_until_sent(tmp_path: Path):
+    # Seen failing with the budget check removed from TapRelay.forward (all 10 kept,
+    # none dropped), and with the give-back after the POST left out (the sender's
+    # budget kept the bytes of what it had sent).
+    size = len(dumps(run_event(namespace="watched")))
+    hubs = [TapHub(), TapHub(budget=QueueBudget(3 * size))]
+    channels = [Siblings(WorkerSlot(i, 2, tmp_path), ProxyMetrics()) for i in range(2)]
+    relays = [TapRelay(hub, channel) for hub, channel in zip(hubs, channels, strict=True)]
+    for channel, relay in zip(channels, relays, strict=True):
+        await channel.start()
+        relay.start()
+    watcher, sender = hubs
+    try:
+        with watcher.subscribe(TapFilter(), EVERYONE) as subscription:
+            await watcher.joined()
+            events = [run_event(namespace="watched") for _ in range(10)]
+            for event in events:  # at once: the outbox may hold three events' bytes
+                sender.publish(event, Route(event, ()), Trace(), size)
+            assert sender.dropped_total == 7
+            assert sender.budget.held_for(Queue.TAP_RELAY) == 3 * size
+            await until(lambda: subscription.queue.qsize() == 3)
+            await until(lambda: sender.budget.held == 0)
     finally:
         for channel, relay in zip(channels, relays, strict=True):
             await relay.close()
