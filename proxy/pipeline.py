@@ -1,9 +1,9 @@
 """One event's way through the proxy: validate (repair) → authorize → route → deliver.
 
 Kept apart from HTTP so that the single and the batch endpoint share it, and so that it
-reads like the flow in DESIGN.md §1. :meth:`EventPipeline.check` is pure CPU and never
-raises; an event that fails validation only at places a named repair can fix is
-repaired, validated again and accepted as a ``RepairedEvent`` copy.
+reads like the flow: validate, authorize, route, deliver. :meth:`EventPipeline.check` is
+pure CPU and never raises; an event that fails validation only at places a named repair
+can fix is repaired, validated again and accepted as a ``RepairedEvent`` copy.
 :meth:`EventPipeline.deliver` returns only when every durable destination has the event.
 
 This is the one place that decides what a multi-destination delivery means: durable

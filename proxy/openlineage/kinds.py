@@ -1,8 +1,8 @@
 """Tell RunEvent, JobEvent and DatasetEvent apart.
 
-The spec gives the three kinds no discriminator field; they are told apart by shape
-(DESIGN.md §3): a ``run`` makes a RunEvent, else a ``job`` a JobEvent, else a
-``dataset`` a DatasetEvent.
+The spec gives the three kinds no discriminator field; they are told apart by shape (the
+spec's three schemas differ in their required fields): a ``run`` makes a RunEvent, else
+a ``job`` a JobEvent, else a ``dataset`` a DatasetEvent.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Named repairs for the small spec breaks that real clients make, applied only on failure.
 
-Refusing these events is correct per the spec and loses them (DESIGN.md §8): the client
-drops a 400, and openlineage-dbt's ABORT event never reaches anyone. So, unless
+Refusing these events is correct per the spec and loses them (clients do not retry a 4xx):
+the client drops a 400, and openlineage-dbt's ABORT event never reaches anyone. So, unless
 ``validation.mode: strict``, the pipeline asks :class:`EventRepairer` for a repaired copy
 of an event that failed validation; it gives one only when *every* issue sits at a
 pointer a enabled repair knows how to fix, and the pipeline then validates the copy

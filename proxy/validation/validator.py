@@ -1,11 +1,11 @@
 """EventValidator: checks one parsed OpenLineage event against the spec, on the hot path.
 
 Where it sits: ingest parses the body, then every event goes through
-``EventValidator.validate`` before authorization and routing (DESIGN.md §1). It works on
+``EventValidator.validate`` before authorization and routing (proxy/pipeline.py). It works on
 the already-parsed dict, everything is compiled in ``__init__``, and the per-event work
 is one pydantic call for the core plus one per known facet.
 
-Facet rules (DESIGN.md §3 and the spec):
+Facet rules (the spec's facet schemas):
 
 * Every facet is an object with ``_producer`` and ``_schemaURL`` (both URIs). Job and
   dataset facets may carry ``_deleted`` (boolean); a facet with ``_deleted: true`` is a

@@ -1,9 +1,10 @@
 """routing_rules/examples/data-rentgen.yaml against a real broker: what Data.Rentgen reads.
 
-Data.Rentgen (DESIGN.md §8) consumes plain RunEvent JSON from ``input.runs``, RunEvents
-only, and sends any run id that is not a UUIDv7 to its malformed topic. This test reads
-``input.runs`` the way it does (the value as JSON, key and headers ignored) and checks
-it would accept every message, and that nothing it would refuse is lost.
+Data.Rentgen (a lineage server that reads OpenLineage from Kafka) consumes plain
+RunEvent JSON from ``input.runs``, RunEvents only, and sends any run id that is not a
+UUIDv7 to its malformed topic. This test reads ``input.runs`` the way it does (the value
+as JSON, key and headers ignored) and checks it would accept every message, and that
+nothing it would refuse is lost.
 """
 
 from __future__ import annotations

@@ -104,7 +104,7 @@ async def test_example_pipeline_lineage_reaches_kafka_in_order_and_the_archive(
     app_events = _by_run(events)[app_run]
     assert [e["eventType"] for e in app_events] == ["START", "COMPLETE"]
     # The official Spark integration's application job: jobType APPLICATION, integration
-    # SPARK (DESIGN.md §3), written out here rather than read back from the event.
+    # SPARK (the jar's jobType facet), written out here rather than read back from the event.
     for app_event in app_events:
         job = app_event["job"]
         assert (job["namespace"], job["name"], list(job["facets"])) == ("e2e", APP, ["jobType"])

@@ -154,7 +154,8 @@ _FACETS = "https://openlineage.io/spec/facets"
 
 
 def reference_run_event() -> dict[str, Any]:
-    """The ~2.5 KB reference RunEvent of DESIGN.md §7: a Spark action with 7 standard facets."""
+    """A ~2.5 KB RunEvent the size of a Spark action's: 7 standard facets (the size the
+    benchmarks measure by)."""
     event = valid_run_event()
     event["eventType"] = "COMPLETE"
     event["run"]["facets"] = {
