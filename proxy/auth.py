@@ -30,14 +30,12 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any, Literal
 
-from aiohttp import web
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from proxy.http_errors import RequestError
 from proxy.openlineage.names import Role, named_namespaces
 from proxy.secrets import check_one_source, secret_value
 from proxy.strict import StrictModel
-from proxy.tls import client_common_name
 
 __all__ = [
     "ANONYMOUS",
@@ -197,23 +195,6 @@ class Authenticator:
                 self._client_names[token.client_cn] = principal
             else:
                 self._tokens.append((token.digest(), principal))
-
-    def principal_of(self, request: web.Request) -> Principal:
-        """Who sent ``request``: its Bearer token, or its verified client certificate."""
-        if self.enabled and len(request.headers.getall("Authorization", ())) > 1:
-            raise RequestError(
-                400,
-                "two Authorization headers",
-                [
-                    {
-                        "header": "Authorization",
-                        "message": "send one: servers and proxies differ on which one counts",
-                    }
-                ],
-            )
-        return self.authenticate(
-            request.headers.get("Authorization"), lambda: client_common_name(request.transport)
-        )
 
     def authenticate(
         self, authorization: str | None, client_name: Callable[[], str | None] | None = None

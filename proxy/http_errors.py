@@ -4,7 +4,9 @@
 "..."}]}`` — the pointer is an RFC 6901 JSON pointer into the request body, so a client
 author can find the field without reading our logs; ``reason`` is a short stable label a
 client can branch on. Neither ever carries file paths or exception text: those go to the
-log only.
+log only. Nothing here speaks HTTP: the web layer turns these into responses
+(proxy/web/error_responses.py), so the ingest path and auth raise them without importing
+the web server.
 """
 
 from __future__ import annotations
@@ -13,11 +15,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import orjson
-from aiohttp import web
 
 from proxy.logs import REQUEST_ID
 
-__all__ = ["ClientFault", "RequestError", "detail", "error_body", "error_response"]
+__all__ = ["ClientFault", "RequestError", "detail", "error_body"]
 
 
 def detail(pointer: str, message: str) -> dict[str, str]:
@@ -48,11 +49,6 @@ class RequestError(Exception):
         # shown on the status page, never the event itself.
         self.event = event
 
-    def response(self) -> web.Response:
-        return error_response(
-            self.status, self.error, self.details, headers=self.headers, reason=self.reason
-        )
-
 
 class ClientFault(RequestError):
     """The client broke the exchange itself (left mid-body, sent too slowly, bad framing).
@@ -70,19 +66,3 @@ def error_body(error: str, reason: str, details: list[dict[str, Any]] | None = N
         body["request_id"] = request_id
     body["details"] = details or []
     return orjson.dumps(body)
-
-
-def error_response(
-    status: int,
-    error: str,
-    details: list[dict[str, Any]] | None = None,
-    *,
-    headers: Mapping[str, str] | None = None,
-    reason: str = "bad_request",
-) -> web.Response:
-    return web.Response(
-        status=status,
-        body=error_body(error, reason, details),
-        content_type="application/json",
-        headers=headers,
-    )

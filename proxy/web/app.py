@@ -23,7 +23,7 @@ from proxy.config import ProxyConfig
 from proxy.destinations.kafka_spool import SpoolMetrics, SpoolRoots, spool_roots
 from proxy.destinations.registry import DestinationResources
 from proxy.disk_space import DiskSpace
-from proxy.http_errors import ClientFault, RequestError, error_response
+from proxy.http_errors import ClientFault, RequestError
 from proxy.live_rules import LiveRules
 from proxy.metrics import KafkaReachability, ProxyMetrics
 from proxy.pipeline import BestEffortQueue, EventPipeline
@@ -37,6 +37,7 @@ from proxy.web import request_ids
 from proxy.web.bytes_in_flight import BytesInFlight
 from proxy.web.client_faults import ClientFaults, ServerLog
 from proxy.web.connections import ConnectionGuard
+from proxy.web.error_responses import error_response, response_of
 from proxy.web.keys import (
     AUTHENTICATOR,
     BYTES_IN_FLIGHT,
@@ -91,14 +92,14 @@ async def _errors_and_metrics(request: web.Request, handler: Handler) -> web.Str
     except ClientFault as exc:
         # The client's doing (it left, or was too slow): counted apart, logged sparingly.
         request.app[CLIENT_FAULTS].record(exc.reason, exc.error, request.remote)
-        response = exc.response()
+        response = response_of(exc)
     except RequestError as exc:
         request.app[METRICS].rejected.labels(exc.reason).inc()
         if exc.status < 500 or exc.reason == "loop_detected":
             request.app[CLIENT_FAULTS].refused(
                 request, exc.status, exc.reason, exc.error, exc.details, exc.event
             )
-        response = exc.response()
+        response = response_of(exc)
     except web.HTTPException as exc:
         response = error_response(
             exc.status, exc.reason, reason=exc.reason.lower().replace(" ", "_")

@@ -29,6 +29,7 @@ from proxy.web.ingest import (
     too_deep_at,
 )
 from proxy.web.keys import AUTHENTICATOR, BYTES_IN_FLIGHT, CLIENT_FAULTS, CONFIG, PIPELINE
+from proxy.web.principal import principal_of
 
 __all__ = ["post_batch", "post_event"]
 
@@ -59,7 +60,7 @@ _TOO_DEEP = f"nested more than {MAX_EVENT_DEPTH} levels of arrays and objects de
 async def _read_json(request: web.Request, held: Held) -> tuple[Any, Principal, bool]:
     """The parsed body, who sent it, and whether it could hold an event nested too deep.
     The body's bytes are charged to ``held`` until the request is answered."""
-    principal = request.app[AUTHENTICATOR].principal_of(request)
+    principal = principal_of(request.app[AUTHENTICATOR], request)
     _take_hops(request)
     body = await read_body(request, request.app[CONFIG].server, held)
     value = parse_json(body, request.content_type if request.body_exists else "")

@@ -31,6 +31,7 @@ from proxy.http_errors import RequestError, detail
 from proxy.tap.hub import TapFilter, TappedEvent
 from proxy.throttled_log import ThrottledLog
 from proxy.web.keys import AUTHENTICATOR, TAP
+from proxy.web.principal import principal_of
 
 __all__ = ["get_tap"]
 
@@ -68,7 +69,7 @@ def _frame(tapped: TappedEvent) -> bytes:
 
 
 async def get_tap(request: web.Request) -> web.StreamResponse:
-    principal = request.app[AUTHENTICATOR].principal_of(request)
+    principal = principal_of(request.app[AUTHENTICATOR], request)
     tap_filter = _tap_filter(request)
     response = web.StreamResponse(
         headers={

@@ -29,6 +29,7 @@ from prometheus_client import CollectorRegistry
 from proxy.destinations import Destination
 from proxy.exact_json import dumps, loads
 from proxy.web.keys import AUTHENTICATOR
+from proxy.web.principal import principal_of
 from proxy.web.readiness import Health, destination_health
 from proxy.web.rejections import RecentRejections
 from proxy.web.status.parts import WorkerPart
@@ -93,7 +94,7 @@ class StatusPage:
         )
 
     async def status(self, request: web.Request) -> web.Response:
-        request.app[AUTHENTICATOR].principal_of(request)
+        principal_of(request.app[AUTHENTICATOR], request)
         own = await self.own_part()
         workers: list[tuple[int, str, WorkerPart | None]] = [(own.worker, str(own.pid), own)]
         # The supervisor's share: the in-process consumers it runs (proxy.web.status.supervisor).
