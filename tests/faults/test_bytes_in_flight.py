@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import gzip
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import orjson
@@ -22,6 +21,7 @@ from aiohttp import ClientSession
 
 from tests.faults.figures import report
 from tests.sample_events import run_event
+from tests.support.process_memory import reset_peak, rss
 from tests.support.processes import serve_process, wait_until_ready
 from tests.support.waiting import eventually, wait_for
 
@@ -34,18 +34,6 @@ UPLOADS = 200
 UPLOADED = 3 * MiB  # sent of a declared 5 MiB body, then the client stalls
 BOMBS = 16
 BOMB = gzip.compress(b" " * (64 * MiB), compresslevel=9)  # ~64 KB inflating to 64 MiB
-
-
-def rss(pid: int, field: str) -> int:
-    """``VmRSS`` or ``VmHWM`` of ``pid`` in bytes."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(f"{field}:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError(f"no {field} for {pid}")
-
-
-def reset_peak(pid: int) -> None:
-    Path(f"/proc/{pid}/clear_refs").write_text("5")  # Linux ≥ 4.0: VmHWM := VmRSS
 
 
 async def status_of(reader: asyncio.StreamReader) -> int:

@@ -30,7 +30,6 @@ import contextlib
 import socket
 import struct
 import time
-from pathlib import Path
 
 import orjson
 import pytest
@@ -40,7 +39,9 @@ from proxy.tap.hub import STALLED_SECONDS
 from tests.faults.figures import report
 from tests.sample_events import PRODUCER, run_event
 from tests.support.metrics import metrics_of, total
+from tests.support.process_memory import reset_peak, rss
 from tests.support.processes import serve_process, wait_until_ready
+from tests.support.tap_readers import stalled_reader
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
@@ -65,18 +66,6 @@ destinations:
 default:
   to: [kafka, audit]
 """
-
-
-def rss(pid: int, field: str) -> int:
-    """``VmRSS`` or ``VmHWM`` of ``pid`` in bytes."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(f"{field}:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError(f"no {field} for {pid}")
-
-
-def reset_peak(pid: int) -> None:
-    Path(f"/proc/{pid}/clear_refs").write_text("5")  # Linux ≥ 4.0: VmHWM := VmRSS
 
 
 def large_event() -> bytes:
@@ -145,17 +134,6 @@ class SilentTarget:
 
 def cut_off(metrics: str) -> float | None:
     return total(metrics, "lineage_proxy_tap_readers_cut_off_total")
-
-
-def stalled_reader(port: int) -> socket.socket:
-    """A tap reader with a 4 KB receive window that reads the answer's first bytes only."""
-    reader = socket.socket()
-    reader.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    reader.settimeout(30)
-    reader.connect(("127.0.0.1", port))
-    reader.sendall(b"GET /api/v1/tap HTTP/1.1\r\nHost: proxy\r\n\r\n")
-    assert b" 200 " in reader.recv(64)
-    return reader
 
 
 async def test_stalled_tap_readers_and_a_dead_best_effort_target_stay_under_the_budget(

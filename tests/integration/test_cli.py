@@ -19,6 +19,7 @@ from proxy.destinations.archive import finished_files
 from tests.doubles.target_double import TargetDouble
 from tests.faults.figures import report
 from tests.sample_events import rich_run_event, run_event
+from tests.support.cli import cli_process
 from tests.support.kafka_reader import read_all_produced_so_far
 from tests.support.load import compare, kafka_run_ids, post_events
 from tests.support.paths import REPO
@@ -27,18 +28,6 @@ from tests.support.processes import serve_process, wait_until_ready
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
-
-
-def _cli(*args: str, env: dict[str, str] | None = None, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "proxy", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env={**os.environ, **(env or {})},
-        timeout=60,
-        **kw,
-    )
 
 
 HELD_RULES = """\
@@ -142,7 +131,7 @@ def test_serve_refuses_an_embedded_port_another_process_holds(tmp_path: Path):
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         taken = holder.getsockname()[1]
-        served = _cli(
+        served = cli_process(
             "serve",
             "--config",
             "config.yaml",
@@ -171,7 +160,7 @@ def test_other_commands_reach_the_broker_serve_embeds(tmp_path: Path):
         "LINEAGE_PROXY__KAFKA__EMBEDDED_PORT": str(broker_port),
         "LINEAGE_PROXY__KAFKA__SPOOL__DIRECTORY": str(tmp_path / "spool"),
     }
-    before = _cli("dlq", "list", "--config", "config.yaml", env=env)
+    before = cli_process("dlq", "list", "--config", "config.yaml", env=env)
     assert before.returncode == 2, before.stderr
     assert f"no embedded broker listens on 127.0.0.1:{broker_port}" in before.stderr
     assert "Traceback" not in before.stderr
@@ -191,7 +180,7 @@ def test_other_commands_reach_the_broker_serve_embeds(tmp_path: Path):
         # The proxy's own topic, read through the broker serve embeds at the fixed port.
         records = read_all_produced_so_far(f"127.0.0.1:{broker_port}", "openlineage.events")
         assert [orjson.loads(r.value) for r in records if b"embedded.reached" in r.value] == [event]
-        listed = _cli(
+        listed = cli_process(
             "dlq",
             "list",
             "--config",
@@ -205,7 +194,7 @@ def test_other_commands_reach_the_broker_serve_embeds(tmp_path: Path):
         day = archive / "dt=2026-11-26" / "namespace=team-a"
         day.mkdir(parents=True)
         (day / "events.jsonl").write_bytes(orjson.dumps(event) + b"\n")
-        replayed = _cli(
+        replayed = cli_process(
             "replay",
             "--config",
             "config.yaml",
@@ -232,14 +221,16 @@ def test_other_commands_reach_the_broker_serve_embeds(tmp_path: Path):
 def test_bad_config_fails_at_start_naming_file_line_and_key(tmp_path: Path):
     config = tmp_path / "bad.yaml"
     config.write_text("server:\n  port: 5000\n  hots: 0.0.0.0\nkafka:\n  topic: 7\n")
-    result = _cli("serve", "--config", str(config))
+    result = cli_process("serve", "--config", str(config))
     assert result.returncode == 2
     assert f"{config}:3: server.hots: unknown key" in result.stderr
     assert f"{config}:5: kafka.topic" in result.stderr
 
 
 def test_bad_env_override_is_named(tmp_path: Path):
-    result = _cli("serve", "--config", "config.yaml", env={"LINEAGE_PROXY__SERVER__PORT": "x"})
+    result = cli_process(
+        "serve", "--config", "config.yaml", env={"LINEAGE_PROXY__SERVER__PORT": "x"}
+    )
     assert result.returncode == 2
     assert "environment LINEAGE_PROXY__SERVER__PORT: server.port" in result.stderr
 
@@ -251,9 +242,9 @@ def test_validate_prints_pointers_and_exits_1_on_invalid(tmp_path: Path):
     broken["run"]["runId"] = "nope"
     bad.write_bytes(orjson.dumps(broken))
     batch.write_bytes(orjson.dumps([run_event(), broken]))
-    ok = _cli("validate", str(good))
+    ok = cli_process("validate", str(good))
     assert ok.returncode == 0 and "valid" in ok.stdout
-    result = _cli("validate", str(good), str(bad), str(batch))
+    result = cli_process("validate", str(good), str(bad), str(batch))
     assert result.returncode == 1
     assert f"{bad}: /run/runId:" in result.stdout
     assert f"{batch}: /1/run/runId:" in result.stdout
@@ -261,5 +252,5 @@ def test_validate_prints_pointers_and_exits_1_on_invalid(tmp_path: Path):
 
 def test_help_is_available_for_every_command():
     for args in ([], ["serve"], ["validate"]):
-        result = _cli(*args, "--help")
+        result = cli_process(*args, "--help")
         assert result.returncode == 0 and "usage:" in result.stdout

@@ -27,6 +27,7 @@ from routing_rules.ruleset import Route, Trace
 from tests.sample_events import PRODUCER, run_event
 from tests.support.brokers import running_broker
 from tests.support.proxies import proxy_config
+from tests.support.tap_readers import stalled_reader
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -57,17 +58,6 @@ async def proxy(topic: str, **server: Any) -> AsyncIterator[tuple[web.Applicatio
         app = create_app(config)
         async with serving(app) as port:
             yield app, port
-
-
-def stalled_reader(port: int) -> socket.socket:
-    """A tap reader with a 4 KB receive window that reads the answer's first bytes only."""
-    reader = socket.socket()
-    reader.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    reader.settimeout(30)
-    reader.connect(("127.0.0.1", port))
-    reader.sendall(b"GET /api/v1/tap HTTP/1.1\r\nHost: proxy\r\n\r\n")
-    assert b" 200 " in reader.recv(64)
-    return reader
 
 
 def reset(reader: socket.socket) -> None:

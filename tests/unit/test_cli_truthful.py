@@ -4,23 +4,12 @@ BrokenPipe traceback under ``| head`` (issue 37, item 7)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.cli import cli_process
 from tests.support.paths import REPO
-
-
-def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "proxy", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env={**os.environ, **(env or {})},
-        timeout=60,
-    )
 
 
 def test_config_check_validates_config_rules_and_consumer_credentials_without_starting(
@@ -38,18 +27,20 @@ def test_config_check_validates_config_rules_and_consumer_credentials_without_st
         "      auth: {type: bearer, token_env: LP_TEST_MARQUEZ_TOKEN}\n"
     )
     env = {"LP_TEST_MARQUEZ_TOKEN": "t"}
-    ok = _cli("config", "check", "--config", str(config), env=env)
+    ok = cli_process("config", "check", "--config", str(config), env=env)
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout.strip() == (
         f"{config}: ok (rules {rules}: 0 rules, 1 destinations; consumers: m)"
     )
-    unset = _cli("config", "check", "--config", str(config), env={"LP_TEST_MARQUEZ_TOKEN": ""})
+    unset = cli_process(
+        "config", "check", "--config", str(config), env={"LP_TEST_MARQUEZ_TOKEN": ""}
+    )
     assert unset.returncode == 1 and unset.stdout == ""
     assert unset.stderr.strip() == (
         f"{config}: consumers.m.target.auth: environment variable LP_TEST_MARQUEZ_TOKEN is not set"
     )
     rules.write_text(rules.read_text().replace("to: [k]", "to: [kk]"))
-    broken = _cli("config", "check", "--config", str(config), env=env)
+    broken = cli_process("config", "check", "--config", str(config), env=env)
     assert broken.returncode == 1 and "kk" in broken.stderr and "Traceback" not in broken.stderr
 
 
@@ -60,7 +51,7 @@ def test_an_unknown_key_names_the_closest_known_one(tmp_path: Path):
         "server:\n  hots: 0.0.0.0\nconsumers:\n  m:\n    target: {kind: marquez, url: http://m}\n"
         "    reorder_windw_seconds: 1\n"
     )
-    result = _cli("config", "check", "--config", str(config))
+    result = cli_process("config", "check", "--config", str(config))
     assert result.returncode == 1
     assert result.stderr.splitlines() == [
         f"{config}:2: server.hots: unknown key (did you mean 'host'?)",
@@ -78,7 +69,7 @@ def test_a_bad_regex_in_a_rule_is_one_line_on_stderr(tmp_path: Path):
         "version: 1\ndestinations:\n  k: {kind: kafka}\nrules:\n  - name: r\n"
         '    match: {job_name: {regex: "a(b"}}\n    to: [k]\ndefault: {to: [k]}\n'
     )
-    result = _cli("rules", "check", str(rules))
+    result = cli_process("rules", "check", str(rules))
     assert result.returncode == 1 and result.stdout == ""
     [line] = result.stderr.splitlines()
     assert line.startswith(f"{rules}:6: rules.0.match.job_name.regex: ")
