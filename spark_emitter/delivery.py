@@ -227,8 +227,10 @@ class EventSender:
         self._lock = threading.Lock()
         self._handed_over = False
         self._in_flight: dict[str, Any] | None = None
-        # Sends that failed and left their event on disk: close() stops waiting at the next.
-        self._failed_sends = 0
+        # When close() began draining (None before), and when the last send that failed
+        # and left its event on disk began: a send begun during the drain that fails ends it.
+        self._draining_since: float | None = None
+        self._failed_send_began = 0.0
         self.stats = DeliveryStats()
         self._thread = threading.Thread(target=self._run, name="openlineage-sender", daemon=True)
         self._thread.start()
@@ -270,9 +272,11 @@ class EventSender:
         line said at exit counts it there.
 
         Events on disk are tried at once, not at the next retry interval: the proxy may
-        be back, and the disk may not outlive the driver. Waiting ends early at the first
-        send that fails (the proxy is still down), so a stop costs at most one of the
-        transport's retry rounds, never more than ``timeout``."""
+        be back, and the disk may not outlive the driver. A send that was under way when
+        the stop began and fails is tried again at once (the proxy may have come back
+        since it began); waiting ends at the first send begun during the stop that fails
+        (the proxy is still down), so a stop costs one or two of the transport's retry
+        rounds when the proxy is down, never more than ``timeout``."""
         if self._closed:
             return True
         deadline = time.monotonic() + timeout
@@ -311,17 +315,32 @@ class EventSender:
 
     def _drain(self, deadline: float) -> bool:
         """Wait until the queue and the buffer are empty; False at ``deadline`` or as soon
-        as a send fails (what is left would only wait for the deadline)."""
-        failed_before = self._failed_sends
-        if self._buffer_pending():
+        as a send begun during the drain fails (what is left would only wait for the
+        deadline)."""
+        with self._lock:  # with _failed(): a failure now cannot set a retry interval after this
+            began = self._draining_since = time.monotonic()
             self._next_retry = 0.0
+        if self._buffer_pending():
             with contextlib.suppress(queue.Full):  # full: the thread is busy, and retries next
                 self._queue.put_nowait(_RETRY_NOW)
         while self._queue.unfinished_tasks or self._buffer_pending():
-            if time.monotonic() >= deadline or self._failed_sends > failed_before:
+            if time.monotonic() >= deadline or self._failed_send_began >= began:
                 return False
             time.sleep(0.01)
         return True
+
+    def _failed(self, began: float) -> None:
+        """A send begun at ``began`` failed and its event waits on disk: retry after the
+        interval — at once when it began before close() started draining and failed
+        during it (the proxy may have come back in between). One begun during the drain
+        ends it: the proxy did not answer, and no further send may start before close()
+        hands the rest to disk (it could reach a proxy back a moment later and arrive
+        twice)."""
+        with self._lock:
+            self._failed_send_began = began
+            draining = self._draining_since
+            now = draining is not None and began < draining
+            self._next_retry = time.monotonic() + (0.0 if now else self._retry_interval)
 
     def _waiting_on_disk(self) -> int:
         with self._lock:
@@ -396,13 +415,13 @@ class EventSender:
         if self._buffer_pending():
             self._to_buffer(event)
             return
+        began = time.monotonic()
         error = self._emit(event)
         if error is None:
             self.stats.sent += 1
         elif self._buffer is not None and _retriable(error):
-            self._next_retry = time.monotonic() + self._retry_interval
             self._to_buffer(event)
-            self._failed_sends += 1
+            self._failed(began)
         else:
             self.stats.failed += 1
 
@@ -424,10 +443,10 @@ class EventSender:
                 event = self._buffer.oldest()
             if event is None:
                 return
+            began = time.monotonic()
             error = self._emit(event)
             if error is not None and _retriable(error):
-                self._next_retry = time.monotonic() + self._retry_interval
-                self._failed_sends += 1
+                self._failed(began)
                 return
             with self._lock:
                 if self._handed_over:

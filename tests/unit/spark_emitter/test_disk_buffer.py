@@ -10,6 +10,7 @@ import logging
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -252,3 +253,32 @@ def test_stop_with_the_proxy_still_down_says_what_is_left_on_disk_and_where(
     assert f"7 event(s) not delivered at stop, kept on disk in {tmp_path}" in line
     assert "app-1.jsonl: 3, app-2.jsonl: 4" in line
     assert f"python -m spark_emitter.buffer send {tmp_path}" in line
+
+
+def test_stop_tries_again_after_a_send_under_way_when_it_began_fails(tmp_path: Path) -> None:
+    """A retry began while the proxy was still failing (503) and fails after the stop
+    began: the proxy may have come back in between, so the stop tries again at once, and
+    every event arrives. Failed on the old code (close did not wait at all with events on
+    disk) and on a first fix that ended the drain at any failure during it."""
+    endpoint = ScriptedEndpoint()
+    endpoint.script = [503] * 10_000  # down: every request fails, after its one retry too
+    try:
+        sender = _sender(endpoint.url, tmp_path, "app-1", retry_interval=0.05)
+        for n in range(5):
+            sender.submit(lineage_event(n))
+        assert wait_until(lambda: sender.stats.buffered == 5, within=60)
+        endpoint.release.clear()
+        assert wait_until(lambda: endpoint.held == 1, within=60)  # a retry under way, held
+        endpoint.script = [503, 503]  # it fails (and its own retry); then the proxy is back
+        closed: list[bool] = []
+        stopping = threading.Thread(target=lambda: closed.append(sender.close(timeout=30)))
+        stopping.start()
+        assert wait_until(lambda: sender._draining_since is not None, within=10)
+        endpoint.release.set()
+        stopping.join(timeout=60)
+    finally:
+        endpoint.stop()
+    assert closed == [True]
+    assert _names(endpoint)[-5:] == [f"app.write_{n}" for n in range(5)]
+    assert (sender.stats.sent, sender.stats.failed, sender.stats.dropped) == (5, 0, 0)
+    assert list(tmp_path.iterdir()) == []
