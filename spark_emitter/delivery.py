@@ -433,6 +433,8 @@ class EventSender:
                 self.stats.buffered += 1
             else:
                 self.stats.dropped += 1
+            # On disk now: close() must not write it a second time as the event in flight.
+            self._in_flight = None
 
     def _send_buffered(self) -> None:
         """Send buffered events oldest first until one fails or none is left."""

@@ -114,8 +114,11 @@ async def test_an_unchanged_job_run_while_the_proxy_is_down_delivers_every_event
     assert f"pyspark imported from {PYSPARK_ZIP}" in stdout, stdout[-3000:]
     assert (tmp_path / "out" / "doubled").is_dir()
     kept = _buffered(buffer)
-    assert f"{len(kept)} event(s) not delivered at stop, kept on disk in {buffer}" in stderr, (
-        stderr[-3000:]
+    # Spark's PythonRunner merges the driver Python's stderr into its stdout (through the
+    # JVM's when that is a pipe): the emitter's lines may be in either.
+    said = [line for line in (stdout + stderr).splitlines() if line.startswith("openlineage:")]
+    assert f"{len(kept)} event(s) not delivered at stop, kept on disk in {buffer}" in str(said), (
+        said
     )
     names = [e["job"]["name"] for e in kept]
     assert names[0] == names[-1] == "unmodified_job"
@@ -169,7 +172,8 @@ async def test_lineage_set_once_in_spark_env_and_spark_defaults_reaches_the_prox
         code, stdout, stderr = await _run(SPARK_SUBMIT, JOB, str(tmp_path / "out"), env=env)
     assert code == 0, stderr[-3000:]
     assert f"pyspark imported from {PYSPARK_ZIP}" in stdout, stdout[-3000:]
-    assert "not delivered" not in stderr, stderr[-3000:]
+    # (a send the proxy failed on its way up is retried, and says so: not the exit line)
+    assert "not delivered at stop" not in stdout + stderr, (stdout + stderr)[-3000:]
     records = await asyncio.to_thread(read_all_produced_so_far, broker.bootstrap_servers, topic)
     _assert_job_lineage([orjson.loads(r.value) for r in records], "admin-set")
     assert list(buffer.glob("*.jsonl")) == []
