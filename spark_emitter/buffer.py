@@ -71,6 +71,11 @@ class _File:
         self.offset += length
         self.sent_path.write_text(str(self.offset))
 
+    def waiting(self) -> int:
+        """How many events wait in this file: whole lines past the delivered offset."""
+        self.handle.seek(self.offset)
+        return sum(1 for line in self.handle if line.endswith(b"\n"))
+
     def remove(self) -> None:
         self.handle.close()
         self.path.unlink(missing_ok=True)
@@ -130,6 +135,12 @@ class DiskBuffer:
     def pending(self) -> bool:
         """Whether any buffered event waits: later events must queue behind it."""
         return bool(self._earlier) or self._own.offset < self._own.handle.seek(0, os.SEEK_END)
+
+    def waiting(self) -> dict[Path, int]:
+        """How many events wait, per file that has any (earlier applications' first):
+        what an application says it leaves behind is counted on disk, not guessed."""
+        counts = {file.path: file.waiting() for file in [*self._earlier, self._own]}
+        return {path: count for path, count in counts.items() if count}
 
     def append(self, event: dict[str, Any]) -> bool:
         """Add ``event`` behind the others; False (and counted) when it does not fit."""

@@ -8,7 +8,8 @@ give, and a Spark listener needs, stays here: the Spark job must never wait for 
 so :meth:`EventSender.submit` only enqueues (and drops with a warning and a count when the
 queue is full), a daemon thread hands each event to the client, and
 :meth:`EventSender.close` drains within a bounded time so the last COMPLETE is not lost
-when the driver exits.
+when the driver exits — the disk buffer too, when the proxy answers by then: a driver's
+disk may go away with it (a Kubernetes pod, YARN cluster mode).
 
 Retries are the transport's: the http transport retries connection errors and 500, 502,
 503, 504 five times with exponential backoff (urllib3 ``Retry``: total 5, backoff_factor
@@ -55,6 +56,8 @@ __all__ = ["DeliveryStats", "EventSender", "client_event", "open_client"]
 log = logging.getLogger(__name__)
 
 _STOP = object()
+# Wakes the sender thread to try the buffered events now rather than at the next interval.
+_RETRY_NOW = object()
 _Dataset = TypeVar("_Dataset", "InputDataset", "OutputDataset")
 
 
@@ -224,6 +227,10 @@ class EventSender:
         self._lock = threading.Lock()
         self._handed_over = False
         self._in_flight: dict[str, Any] | None = None
+        # When close() began draining (None before), and when the last send that failed
+        # and left its event on disk began: a send begun during the drain that fails ends it.
+        self._draining_since: float | None = None
+        self._failed_send_began = 0.0
         self.stats = DeliveryStats()
         self._thread = threading.Thread(target=self._run, name="openlineage-sender", daemon=True)
         self._thread.start()
@@ -259,14 +266,22 @@ class EventSender:
         return True
 
     def close(self, timeout: float) -> bool:
-        """Send what is queued within ``timeout`` seconds, then stop and close the
-        transport (a kafka producer flushes there); False if some was left. With a
-        buffer, what is left goes to disk instead of being lost, and when events are
-        already waiting there (the transport is failing) close does not wait at all."""
+        """Send what is queued and, with a buffer, what waits on disk within ``timeout``
+        seconds, then stop and close the transport (a kafka producer flushes there);
+        False if some was left. With a buffer, what is left stays on disk, and the one
+        line said at exit counts it there.
+
+        Events on disk are tried at once, not at the next retry interval: the proxy may
+        be back, and the disk may not outlive the driver. A send that was under way when
+        the stop began and fails is tried again at once (the proxy may have come back
+        since it began); waiting ends at the first send begun during the stop that fails
+        (the proxy is still down), so a stop costs one or two of the transport's retry
+        rounds when the proxy is down, never more than ``timeout``."""
         if self._closed:
             return True
         deadline = time.monotonic() + timeout
-        drained = self.flush(0 if self._buffer_pending() else timeout)
+        on_disk = self._waiting_on_disk()
+        drained = self._drain(deadline)
         self._closed = True
         if self._buffer is not None and not drained:
             self._hand_over_to_disk()
@@ -284,12 +299,54 @@ class EventSender:
             with self._lock:
                 self._handed_over = True
                 self._buffer.close()
+            if on_disk:
+                log.info(
+                    "openlineage: the %d event(s) waiting on disk at stop were delivered, "
+                    "none left in %s",
+                    on_disk,
+                    self._buffer.directory,
+                )
         try:
             closed = bool(self._client.close(max(0.1, deadline - time.monotonic())))
         except Exception as error:
             log.warning("openlineage: closing the %s transport failed: %s", self.transport, error)
             return False
         return closed and drained
+
+    def _drain(self, deadline: float) -> bool:
+        """Wait until the queue and the buffer are empty; False at ``deadline`` or as soon
+        as a send begun during the drain fails (what is left would only wait for the
+        deadline)."""
+        with self._lock:  # with _failed(): a failure now cannot set a retry interval after this
+            began = self._draining_since = time.monotonic()
+            self._next_retry = 0.0
+        if self._buffer_pending():
+            with contextlib.suppress(queue.Full):  # full: the thread is busy, and retries next
+                self._queue.put_nowait(_RETRY_NOW)
+        while self._queue.unfinished_tasks or self._buffer_pending():
+            if time.monotonic() >= deadline or self._failed_send_began >= began:
+                return False
+            time.sleep(0.01)
+        return True
+
+    def _failed(self, began: float) -> None:
+        """A send begun at ``began`` failed and its event waits on disk: retry after the
+        interval — at once when it began before close() started draining and failed
+        during it (the proxy may have come back in between). One begun during the drain
+        ends it: the proxy did not answer, and no further send may start before close()
+        hands the rest to disk (it could reach a proxy back a moment later and arrive
+        twice)."""
+        with self._lock:
+            self._failed_send_began = began
+            draining = self._draining_since
+            now = draining is not None and began < draining
+            self._next_retry = time.monotonic() + (0.0 if now else self._retry_interval)
+
+    def _waiting_on_disk(self) -> int:
+        with self._lock:
+            if self._buffer is None or self._handed_over:
+                return 0
+            return sum(self._buffer.waiting().values())
 
     def _buffer_pending(self) -> bool:
         with self._lock:
@@ -314,12 +371,17 @@ class EventSender:
                     self.stats.buffered += 1
                 else:
                     self.stats.dropped += 1
+            waiting = self._buffer.waiting()
             self._buffer.close()
+        directory = self._buffer.directory
         log.warning(
-            "openlineage: %d event(s) kept in %s for the next application "
-            "(or `python -m spark_emitter.buffer send`)",
-            len(left),
-            self._buffer.directory,
+            "openlineage: %d event(s) not delivered at stop, kept on disk in %s (%s): the "
+            "next application with this buffer directory sends them, or "
+            "`python -m spark_emitter.buffer send %s`",
+            sum(waiting.values()),
+            directory,
+            ", ".join(f"{path.name}: {count}" for path, count in waiting.items()) or "none",
+            directory,
         )
 
     def _run(self) -> None:
@@ -334,7 +396,9 @@ class EventSender:
             if event is _STOP:
                 self._queue.task_done()
                 return
-            if event is not None:
+            if event is _RETRY_NOW:
+                self._queue.task_done()
+            elif event is not None:
                 self._in_flight = event
                 try:
                     self._deliver(event)
@@ -351,12 +415,13 @@ class EventSender:
         if self._buffer_pending():
             self._to_buffer(event)
             return
+        began = time.monotonic()
         error = self._emit(event)
         if error is None:
             self.stats.sent += 1
         elif self._buffer is not None and _retriable(error):
-            self._next_retry = time.monotonic() + self._retry_interval
             self._to_buffer(event)
+            self._failed(began)
         else:
             self.stats.failed += 1
 
@@ -368,6 +433,8 @@ class EventSender:
                 self.stats.buffered += 1
             else:
                 self.stats.dropped += 1
+            # On disk now: close() must not write it a second time as the event in flight.
+            self._in_flight = None
 
     def _send_buffered(self) -> None:
         """Send buffered events oldest first until one fails or none is left."""
@@ -378,9 +445,10 @@ class EventSender:
                 event = self._buffer.oldest()
             if event is None:
                 return
+            began = time.monotonic()
             error = self._emit(event)
             if error is not None and _retriable(error):
-                self._next_retry = time.monotonic() + self._retry_interval
+                self._failed(began)
                 return
             with self._lock:
                 if self._handed_over:

@@ -45,8 +45,14 @@ def _enable(session: Any) -> None:
 
 
 def _patch(module: ModuleType) -> None:
-    """Wrap ``SparkSession.Builder.getOrCreate`` so each session it returns emits."""
-    builder = module.SparkSession.Builder
+    """Wrap ``SparkSession.Builder.getOrCreate`` so each session it returns emits. A
+    module without it (another PySpark than we know) is logged, never raised: the hook
+    runs inside the job's own import and must not break it."""
+    session = getattr(module, "SparkSession", None)
+    builder = getattr(session, "Builder", None)
+    if builder is None:
+        log.warning("openlineage: %s has no SparkSession.Builder: no lineage", module.__name__)
+        return
     if getattr(builder, _PATCHED, False):
         return
     original = builder.getOrCreate
@@ -59,6 +65,29 @@ def _patch(module: ModuleType) -> None:
     get_or_create.__doc__ = original.__doc__
     builder.getOrCreate = get_or_create
     setattr(builder, _PATCHED, True)
+
+
+class _PatchAfterExec(importlib.abc.Loader):
+    """The loader of ``pyspark.sql.session``, wrapped for that one module: it runs the
+    module, then patches it. A wrapper, not a change to the loader itself, because a
+    loader can be shared: under ``spark-submit`` PySpark comes from ``pyspark.zip``, whose
+    one ``zipimporter`` loads every module of the zip, so changing its ``exec_module``
+    patched every later PySpark module (``pyspark.sql.conf`` first, half-initialised:
+    issue 38). Everything else (``get_source``, ``get_resource_reader``…) is the wrapped
+    loader's."""
+
+    def __init__(self, loader: importlib.abc.Loader) -> None:
+        self._loader = loader
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._loader.exec_module(module)
+        _patch(module)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)
 
 
 class _PatchOnImport(importlib.abc.MetaPathFinder):
@@ -77,14 +106,7 @@ class _PatchOnImport(importlib.abc.MetaPathFinder):
             sys.meta_path.insert(0, self)
         if spec is None or spec.loader is None:
             return None
-        loader = spec.loader
-        exec_module = loader.exec_module
-
-        def exec_and_patch(module: ModuleType) -> None:
-            exec_module(module)
-            _patch(module)
-
-        loader.exec_module = exec_and_patch  # type: ignore[method-assign]
+        spec.loader = _PatchAfterExec(spec.loader)
         return spec
 
 

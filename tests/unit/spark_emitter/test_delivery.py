@@ -91,11 +91,18 @@ class ScriptedEndpoint:
         self.received: list[tuple[str, dict[str, str], dict[str, Any]]] = []
         self.release = threading.Event()
         self.release.set()
+        # Requests waiting for ``release`` now: a test can hold one that is under way.
+        self.held = 0
+        held = threading.Lock()
         endpoint = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
+                with held:
+                    endpoint.held += 1
                 endpoint.release.wait(10)
+                with held:
+                    endpoint.held -= 1
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 endpoint.received.append((self.path, dict(self.headers), body))
                 status = endpoint.script.pop(0) if endpoint.script else 200

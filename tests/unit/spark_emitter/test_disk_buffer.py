@@ -6,12 +6,16 @@ plays the proxy; "down" is a port nobody listens on, "back" is the server bound 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from proxy.embedded_broker import free_port
 from spark_emitter.buffer import DiskBuffer
@@ -34,12 +38,29 @@ def _endpoint_on(port: int) -> ScriptedEndpoint:
     return ScriptedEndpoint(port=port)
 
 
-def _sender(url: str, directory: Path, owner: str, max_bytes: int = 1 << 20) -> EventSender:
+def _sender(
+    url: str, directory: Path, owner: str, max_bytes: int = 1 << 20, retry_interval: float = 0.05
+) -> EventSender:
     transport = {"type": "http", "url": url, "retry": {"total": 1, "backoff_factor": 0.01}}
     client = open_client(transport)
     assert client is not None
     buffer = DiskBuffer(directory, owner, max_bytes)
-    return EventSender(client, buffer=buffer, retry_interval=0.05)
+    return EventSender(client, buffer=buffer, retry_interval=retry_interval)
+
+
+def _lines(directory: Path) -> int:
+    return sum(1 for f in directory.glob("*.jsonl") for _ in f.open())
+
+
+def _said_at_stop(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
+    """The emitter's exit lines at ``level`` (not the failed sends' warnings)."""
+    return [
+        message
+        for r in caplog.records
+        if r.name == "spark_emitter.delivery"
+        and r.levelno == level
+        and "at stop" in (message := r.getMessage())
+    ]
 
 
 def _names(endpoint: ScriptedEndpoint) -> list[str]:
@@ -161,3 +182,103 @@ def test_an_application_event_is_buffered_exactly_as_built(tmp_path: Path) -> No
     sender.close(timeout=1)
     (kept,) = [json.loads(line) for line in (tmp_path / "app-1.jsonl").open()]
     assert kept == event
+
+
+# Long enough that no retry of the sender's own comes during a test: what the buffer
+# delivers, close() delivered.
+_NO_RETRY_BEFORE_STOP = 3600.0
+
+
+def test_stop_drains_the_buffer_when_the_proxy_is_back_before_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 38 item 4: the proxy back shortly before the driver stops, events waiting on
+    disk. The old close() did not wait at all when events were on disk: none of them was
+    delivered at stop (close returned False, all 21 left on disk). Now it tries them at
+    once and every event arrives, in order, the COMPLETE submitted at stop last, and the
+    exit line counts what was on disk."""
+    caplog.set_level(logging.INFO, logger="spark_emitter.delivery")
+    port = free_port()
+    sender = _sender(
+        f"http://127.0.0.1:{port}", tmp_path, "app-1", retry_interval=_NO_RETRY_BEFORE_STOP
+    )
+    for n in range(20):
+        sender.submit(lineage_event(n))
+    assert wait_until(lambda: sender.stats.buffered == 20, within=60)
+    assert _lines(tmp_path) == 20
+    endpoint = _endpoint_on(port)
+    try:
+        sender.submit(lineage_event(20, "COMPLETE"))  # what the listener submits at stop
+        started = time.monotonic()
+        assert sender.close(timeout=30)
+        took = time.monotonic() - started
+    finally:
+        endpoint.stop()
+    assert _names(endpoint) == [f"app.write_{n}" for n in range(21)]
+    assert (sender.stats.sent, sender.stats.failed, sender.stats.dropped) == (21, 0, 0)
+    assert list(tmp_path.iterdir()) == []
+    assert _said_at_stop(caplog, logging.WARNING) == []
+    (line,) = _said_at_stop(caplog, logging.INFO)
+    assert "the 20 event(s) waiting on disk at stop were delivered, none left" in line
+    assert took < 10, took  # no retry interval waited for
+
+
+def test_stop_with_the_proxy_still_down_says_what_is_left_on_disk_and_where(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The exit line counts the events on disk — an earlier application's and this one's,
+    per file — not only those still queued at stop (the old line said "0 event(s) kept"
+    with 7 on disk). Stopping costs one failed try, not the whole drain timeout."""
+    caplog.set_level(logging.INFO, logger="spark_emitter.delivery")
+    port = free_port()
+    first = _sender(f"http://127.0.0.1:{port}", tmp_path, "app-1")
+    for n in range(3):
+        first.submit(lineage_event(n))
+    assert wait_until(lambda: first.stats.buffered == 3, within=60)
+    assert not first.close(timeout=30)
+    first._thread.join(timeout=60)
+    caplog.clear()
+
+    second = _sender(
+        f"http://127.0.0.1:{port}", tmp_path, "app-2", retry_interval=_NO_RETRY_BEFORE_STOP
+    )
+    for n in range(3, 7):
+        second.submit(lineage_event(n))
+    assert wait_until(lambda: second.stats.buffered == 4, within=60)
+    started = time.monotonic()
+    assert not second.close(timeout=30)
+    assert time.monotonic() - started < 10
+    assert _lines(tmp_path) == 7
+    (line,) = _said_at_stop(caplog, logging.WARNING)
+    assert f"7 event(s) not delivered at stop, kept on disk in {tmp_path}" in line
+    assert "app-1.jsonl: 3, app-2.jsonl: 4" in line
+    assert f"python -m spark_emitter.buffer send {tmp_path}" in line
+
+
+def test_stop_tries_again_after_a_send_under_way_when_it_began_fails(tmp_path: Path) -> None:
+    """A retry began while the proxy was still failing (503) and fails after the stop
+    began: the proxy may have come back in between, so the stop tries again at once, and
+    every event arrives. Failed on the old code (close did not wait at all with events on
+    disk) and on a first fix that ended the drain at any failure during it."""
+    endpoint = ScriptedEndpoint()
+    endpoint.script = [503] * 10_000  # down: every request fails, after its one retry too
+    try:
+        sender = _sender(endpoint.url, tmp_path, "app-1", retry_interval=0.05)
+        for n in range(5):
+            sender.submit(lineage_event(n))
+        assert wait_until(lambda: sender.stats.buffered == 5, within=60)
+        endpoint.release.clear()
+        assert wait_until(lambda: endpoint.held == 1, within=60)  # a retry under way, held
+        endpoint.script = [503, 503]  # it fails (and its own retry); then the proxy is back
+        closed: list[bool] = []
+        stopping = threading.Thread(target=lambda: closed.append(sender.close(timeout=30)))
+        stopping.start()
+        assert wait_until(lambda: sender._draining_since is not None, within=10)
+        endpoint.release.set()
+        stopping.join(timeout=60)
+    finally:
+        endpoint.stop()
+    assert closed == [True]
+    assert _names(endpoint)[-5:] == [f"app.write_{n}" for n in range(5)]
+    assert (sender.stats.sent, sender.stats.failed, sender.stats.dropped) == (5, 0, 0)
+    assert list(tmp_path.iterdir()) == []
