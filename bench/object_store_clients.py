@@ -1,9 +1,10 @@
 """Benchmark: boto3, aiobotocore and s3fs uploading the object archive's workload to S3Proxy.
 
-The ``object_archive`` writer (proxy/destinations/object_archive.py) uses boto3 with every
-call on a worker thread. This measures that choice against the two async alternatives in
-the same run, on the same real S3-compatible server the tests use (S3Proxy over a scratch
-folder, started by tests/support/s3_server.py; ``scripts/s3.sh`` fetches its jars).
+The ``object_archive`` writer (proxy/destinations/object_archive/destination.py) uses boto3
+with every call on a worker thread. This measures that choice against the two async
+alternatives in the same run, on the same real S3-compatible server the tests use (S3Proxy
+over a scratch folder, started by tests/support/s3_server.py; ``scripts/s3.sh`` fetches its
+jars).
 
 aiobotocore and s3fs pin botocore, so they stay out of the project and its .venv: the
 benchmark runs from a venv of its own, outside git, made once with::
@@ -165,7 +166,7 @@ def connection(endpoint: str) -> dict[str, Any]:
 
 
 def client_settings() -> dict[str, Any]:
-    """botocore Config arguments: the writer's (proxy/destinations/object_archive.py)."""
+    """botocore Config arguments: the object archive writer's."""
     return {
         "connect_timeout": 10.0,
         "read_timeout": 10.0,

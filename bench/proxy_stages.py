@@ -27,7 +27,7 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from proxy.pipeline import Accepted
+from proxy.ingest.pipeline import Accepted
 from proxy.web import keys, lineage_endpoints
 
 STAGES = ("http", "check")
@@ -62,7 +62,7 @@ if __name__ == "__main__":
         print(f"usage: proxy_stages.py {{{'|'.join(STAGES)}}} serve ...", file=sys.stderr)
         sys.exit(2)
     _cut_short(sys.argv[1])
-    from proxy.cli import main
+    from proxy.cli.main import main
 
     sys.argv = ["lineage-proxy", *sys.argv[2:]]
     sys.exit(main())

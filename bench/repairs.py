@@ -19,9 +19,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from proxy.auth import ANONYMOUS  # noqa: E402
-from proxy.metrics import ProxyMetrics  # noqa: E402
-from proxy.pipeline import Accepted, BestEffortQueue, EventPipeline  # noqa: E402
+from proxy.auth.principal import ANONYMOUS  # noqa: E402
+from proxy.ingest.pipeline import Accepted, BestEffortQueue, EventPipeline  # noqa: E402
+from proxy.metrics.process import ProxyMetrics  # noqa: E402
 from proxy.validation import EventValidator  # noqa: E402
 from proxy.validation.repairs import REPAIR_NAMES, EventRepairer, RepairName  # noqa: E402
 from tests.sample_events import rich_run_event  # noqa: E402

@@ -24,8 +24,8 @@ sys.path.insert(0, str(REPO))
 from aiohttp import web  # noqa: E402
 from aiohttp.test_utils import make_mocked_request  # noqa: E402
 
-from proxy.config import ServerConfig  # noqa: E402
-from proxy.metrics import ProxyMetrics  # noqa: E402
+from proxy.config.settings import ServerConfig  # noqa: E402
+from proxy.metrics.process import ProxyMetrics  # noqa: E402
 from proxy.web import request_ids  # noqa: E402
 from proxy.web.app import _errors_and_metrics  # noqa: E402
 from proxy.web.client_faults import ClientFaults  # noqa: E402

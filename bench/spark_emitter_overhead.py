@@ -40,7 +40,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.http_ingest import log, peak_rss_mib, wait_http  # noqa: E402
-from proxy.embedded_broker import free_port  # noqa: E402
+from proxy.server.embedded_broker import free_port  # noqa: E402
 
 
 def official_jar() -> str:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from consumers.config import ConsumerConfig
 from proxy.destinations.config import ObjectArchiveDestinationConfig
-from proxy.destinations.object_archive import config_client, s3_client
+from proxy.destinations.object_archive.destination import config_client, s3_client
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client

@@ -1,6 +1,6 @@
 """The ``consumers:`` section of config.yaml: one entry per daemon, keyed by its name.
 
-Loaded by :mod:`proxy.config` (which gives errors their file and line); every model here
+Loaded by :mod:`proxy.config.settings` (which gives errors their file and line); every model here
 forbids unknown keys. A daemon reads ``topics`` (default: ``kafka.topic``) in consumer
 group ``group_id`` (default ``lineage-proxy.<name>``) and delivers to ``target``, whose
 ``kind`` picks the adapter: http, marquez, egeria, datahub, archive, kafka.
@@ -22,8 +22,8 @@ from proxy.destinations.config import (
 )
 from proxy.destinations.http.targets import HttpTargetConfig
 from proxy.destinations.retry_config import BreakerConfig, RetryConfig
-from proxy.strict import StrictModel
-from proxy.tls import TlsConfig
+from proxy.support.strict import StrictModel
+from proxy.support.tls import TlsConfig
 
 __all__ = [
     "BreakerConfig",

@@ -5,7 +5,7 @@ loss the one surviving leader had written each try without committing it, and wh
 quorum returned every try was committed: ``i0 i1 i2 i2 i2 i3 i4 i2 i3 i4``. A consumer
 delivering them all sends a run COMPLETE → RUNNING → COMPLETE, and the target keeps the
 state applied last. Each try is the same record, with the same key and the same order
-stamp the proxy put on it when it took the event (proxy/destinations/order_stamp.py), so
+stamp the proxy put on it when it took the event (proxy/kafka/order_stamp.py), so
 a copy is recognised exactly: a record whose key, stamp and size were delivered (or
 dead-lettered) already is skipped and counted as a duplicate. Records without a stamp
 (written by another producer) are never taken for copies.
@@ -21,7 +21,7 @@ from collections import OrderedDict
 
 from confluent_kafka import Message
 
-from proxy.destinations.order_stamp import stamp_of
+from proxy.kafka.order_stamp import stamp_of
 
 __all__ = ["CopyFilter"]
 

@@ -52,12 +52,12 @@ from consumers.poison import checked_event, parse_event
 from proxy.destinations.base import DeliveryError
 from proxy.destinations.config import KafkaConfig, SpoolConfig, producer_settings
 from proxy.destinations.hops import carrying, hops_from_kafka
-from proxy.destinations.kafka_client_logs import failure_reason
-from proxy.destinations.kafka_producer import KafkaProducer
 from proxy.destinations.registry import DestinationResources, build_destination
 from proxy.destinations.retry import CircuitBreaker, CircuitState, RetryingDestination
-from proxy.logs import CONSUMER, DESTINATION
-from proxy.throttled_log import ThrottledLog
+from proxy.kafka.client_logs import failure_reason
+from proxy.kafka.producer import KafkaProducer
+from proxy.support.logs import CONSUMER, DESTINATION
+from proxy.support.throttled_log import ThrottledLog
 
 __all__ = ["ConsumerDaemon"]
 

@@ -26,10 +26,10 @@ from confluent_kafka import Message
 
 from proxy.destinations.base import DeliveryError
 from proxy.destinations.http.destination import HttpDeliveryError
-from proxy.destinations.kafka_client_logs import failure_reason
-from proxy.destinations.kafka_producer import KafkaProducer
 from proxy.destinations.retry import RetryConfig, backoff_seconds
-from proxy.throttled_log import ThrottledLog
+from proxy.kafka.client_logs import failure_reason
+from proxy.kafka.producer import KafkaProducer
+from proxy.support.throttled_log import ThrottledLog
 
 __all__ = ["DeadLetterTopic", "dead_letter_headers"]
 

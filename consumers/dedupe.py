@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from proxy.bounded_cache import BoundedCache
+from proxy.support.bounded_cache import BoundedCache
 
 __all__ = ["DedupeCache", "event_identity"]
 

@@ -28,8 +28,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 from consumers.config import ConsumerConfig
 from consumers.replay import ReplayResult, replay_target, send_one
 from proxy.destinations.config import KafkaConfig, connection_settings
-from proxy.destinations.kafka_client_logs import kafka_client_config
-from proxy.yaml_source import ConfigError
+from proxy.kafka.client_logs import kafka_client_config
+from proxy.support.yaml_source import ConfigError
 
 __all__ = [
     "DeadLetter",

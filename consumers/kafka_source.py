@@ -36,7 +36,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 
 from consumers.offsets import decode_done
 from proxy.destinations.config import connection_settings, resolve_env_settings
-from proxy.destinations.kafka_client_logs import cluster_log, kafka_client_config
+from proxy.kafka.client_logs import cluster_log, kafka_client_config
 
 __all__ = ["PREFETCH_SETTINGS", "KafkaSource", "SourceHandler", "consumer_settings"]
 

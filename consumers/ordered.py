@@ -7,7 +7,7 @@ and its children, sit in different partitions; lanes per key delivered them in w
 order the lanes ran. For such a target the daemon delivers in *acknowledgement order*:
 
 1. :class:`ReorderBuffer` merges the assigned partitions by the stamp the proxy put on
-   each record when it took the event (proxy/destinations/order_stamp.py). Each
+   each record when it took the event (proxy/kafka/order_stamp.py). Each
    partition stays in offset order; across partitions the record with the lowest stamp
    goes first. A record waits until every other assigned partition has a record after
    it (then nothing earlier can still come from there) or until it has waited the
@@ -40,7 +40,7 @@ from typing import Any
 from confluent_kafka import Message
 
 from consumers.poison import parse_event
-from proxy.destinations.order_stamp import stamp_of
+from proxy.kafka.order_stamp import stamp_of
 
 __all__ = ["ConflictGate", "Lookahead", "ReorderBuffer", "Waiting", "entities_of"]
 

@@ -1,15 +1,15 @@
 """``lineage-proxy replay``: re-send archived events in event-time order.
 
 Reads the archive's files (``dt=YYYY-MM-DD/namespace=…/``, JSON Lines, gzip or not — the
-layout of :mod:`proxy.destinations.archive`) from a directory — those still being written
-(``_*.inprogress``, the latest events) included up to their last whole line — or from an
-object store (``s3://bucket/prefix``, see :mod:`consumers.archive_objects`), keeps the events inside
-``--since``/``--until``/``--namespace``, and sends them oldest first to a configured
-consumer's target (e.g. backfilling a fresh Marquez) or to a Kafka topic. One day is
-sorted at a time: an archive day is the UTC date of ``eventTime``, so days in order and
-events sorted within a day give the global order. A day is sorted by
-:mod:`consumers.sorted_day` in bounded memory (sorted runs spilled to temporary files,
-then merged), so a day of any size replays without being held.
+layout of :mod:`proxy.destinations.archive.destination`) from a directory — those still
+being written (``_*.inprogress``, the latest events) included up to their last whole line —
+or from an object store (``s3://bucket/prefix``, see :mod:`consumers.archive_objects`),
+keeps the events inside ``--since``/``--until``/``--namespace``, and sends them oldest first
+to a configured consumer's target (e.g. backfilling a fresh Marquez) or to a Kafka topic.
+One day is sorted at a time: an archive day is the UTC date of ``eventTime``, so days in
+order and events sorted within a day give the global order. A day is sorted by
+:mod:`consumers.sorted_day` in bounded memory (sorted runs spilled to temporary files, then
+merged), so a day of any size replays without being held.
 
 Envelopes of refused events (the ``rejected`` route's ``rejected/`` directory) are
 unwrapped: the event inside is sent as it was sent, in the order of refusal, so a fix
@@ -43,7 +43,7 @@ from confluent_kafka import KafkaException
 from consumers.archive_objects import download_day, object_days, store_client
 from consumers.config import ConsumerConfig
 from consumers.sorted_day import LineReader, SortedDay, sort_day
-from proxy.destinations.archive import (
+from proxy.destinations.archive.destination import (
     escape_partition_value,
     finished_files,
     in_progress_files,
@@ -57,12 +57,12 @@ from proxy.destinations.config import (
     KafkaDestinationConfig,
     SpoolConfig,
 )
-from proxy.destinations.object_archive import split_archive_url
+from proxy.destinations.object_archive.destination import split_archive_url
 from proxy.destinations.registry import DestinationResources, build_destination
 from proxy.destinations.retry import CircuitBreaker
 from proxy.openlineage import subject_name
 from proxy.openlineage.rejected import rejected_event
-from proxy.yaml_source import ConfigError
+from proxy.support.yaml_source import ConfigError
 
 __all__ = [
     "ReplayFilter",

@@ -20,8 +20,8 @@ from consumers.daemon import ConsumerDaemon
 from consumers.metrics import DaemonsCollector
 from consumers.status import status_app
 from proxy.destinations.config import KafkaConfig
-from proxy.tls import ReloadableTls
-from proxy.yaml_source import ConfigError
+from proxy.support.tls import ReloadableTls
+from proxy.support.yaml_source import ConfigError
 
 __all__ = ["consume_until_signalled", "running_daemons", "select_consumers"]
 

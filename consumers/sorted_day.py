@@ -29,7 +29,7 @@ from typing import IO, Any
 
 import orjson
 
-from proxy.destinations.archive_layout import IN_PROGRESS_SUFFIX, finished_name
+from proxy.destinations.archive.layout import IN_PROGRESS_SUFFIX, finished_name
 
 __all__ = ["RUN_BYTES", "SortedDay", "sort_day"]
 

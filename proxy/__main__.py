@@ -2,8 +2,8 @@
 
 import sys
 
-from proxy.cli import main
+from proxy.cli.main import main
 
-# Guarded: worker processes (spawned, proxy/workers.py) import this module again.
+# Guarded: worker processes (spawned, proxy/server/workers.py) import this module again.
 if __name__ == "__main__":
     sys.exit(main())

@@ -31,8 +31,13 @@ import orjson
 from pydantic import AfterValidator, Field, ValidationError
 
 from proxy.openlineage.paths import MISSING, FieldPath
-from proxy.strict import StrictModel
-from proxy.yaml_source import ConfigError, YamlDocument, format_validation_error, load_yaml_document
+from proxy.support.strict import StrictModel
+from proxy.support.yaml_source import (
+    ConfigError,
+    YamlDocument,
+    format_validation_error,
+    load_yaml_document,
+)
 from routing_rules.dry_run import DryRun, Outcome
 from routing_rules.schema import RulesFile
 

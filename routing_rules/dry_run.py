@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from proxy.destinations.archive_layout import archive_directory, event_partition
+from proxy.destinations.archive.layout import archive_directory, event_partition
 from proxy.destinations.config import (
     ArchiveDestinationConfig,
     DestinationConfig,
@@ -24,7 +24,7 @@ from proxy.destinations.config import (
     KafkaDestinationConfig,
     ObjectArchiveDestinationConfig,
 )
-from proxy.destinations.kafka_keys import KeyFunction, key_function
+from proxy.kafka.keys import KeyFunction, key_function
 from proxy.openlineage.rejected import rejected_envelope
 from proxy.openlineage.repaired import Repair, RepairedEvent
 from proxy.validation import EventValidator

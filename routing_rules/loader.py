@@ -10,7 +10,12 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from proxy.yaml_source import ConfigError, YamlDocument, format_validation_error, load_yaml_document
+from proxy.support.yaml_source import (
+    ConfigError,
+    YamlDocument,
+    format_validation_error,
+    load_yaml_document,
+)
 from routing_rules.schema import RulesFile, rule_names
 
 __all__ = ["BUILTIN_RULES", "load_rules_file"]

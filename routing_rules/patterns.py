@@ -20,7 +20,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator
 
-from proxy.strict import StrictModel
+from proxy.support.strict import StrictModel
 
 __all__ = [
     "GlobPattern",

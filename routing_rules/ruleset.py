@@ -32,8 +32,8 @@ from typing import Any, Generic, TypeVar
 
 import orjson
 
-from proxy.bounded_cache import BoundedCache
 from proxy.openlineage.paths import FieldPath
+from proxy.support.bounded_cache import BoundedCache
 from routing_rules.matcher import EventPredicate, routing_key, typed_key_value
 from routing_rules.stats import DEFAULT_RULE, RuleStats
 from routing_rules.throttle import RunningThrottle

@@ -20,7 +20,7 @@ from pydantic import AfterValidator, Field, model_validator
 from proxy.destinations.config import DestinationConfig
 from proxy.openlineage import EventKind
 from proxy.openlineage.paths import FieldPath
-from proxy.strict import StrictModel
+from proxy.support.strict import StrictModel
 from routing_rules.patterns import PatternSpec, Regex
 
 __all__ = [

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from proxy.bounded_cache import BoundedCache
+from proxy.support.bounded_cache import BoundedCache
 
 __all__ = ["RunningThrottle"]
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from proxy.config_reference import json_schema
+from proxy.config.reference import json_schema
 
 CHART = Path(__file__).resolve().parent.parent / "deploy" / "helm" / "lineage-proxy"
 
@@ -46,7 +46,7 @@ _OBJECT_LISTS = {
 }
 _ENUMS: dict[str, list[str]] = {
     "image.pullPolicy": ["Always", "IfNotPresent", "Never"],
-    "proxy.tls.clientCert": ["none", "optional"],
+    "proxy.support.tls.clientCert": ["none", "optional"],
     "proxy.service.type": ["ClusterIP", "NodePort", "LoadBalancer"],
 }
 _SECRET_ENV = {

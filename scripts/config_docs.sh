@@ -13,4 +13,4 @@ mkdir -p schemas docs
 .venv/bin/lineage-proxy schema rules > schemas/rules.schema.json
 .venv/bin/lineage-proxy config-reference > docs/configuration.md
 .venv/bin/python scripts/chart_schema.py > deploy/helm/lineage-proxy/values.schema.json
-.venv/bin/python -m proxy.docs_reference docs/reference
+.venv/bin/python -m proxy.cli.docs_reference docs/reference

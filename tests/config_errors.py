@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from proxy.config import load_config
-from proxy.yaml_source import ConfigError
+from proxy.config.settings import load_config
+from proxy.support.yaml_source import ConfigError
 
 __all__ = ["config_refusal"]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from proxy.config import ProxyConfig
+from proxy.config.settings import ProxyConfig
 from routing_rules.loader import BUILTIN_RULES, load_rules_file
 
 __all__ = ["CONFIG_INPUTS", "config_leaves", "used_paths"]

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
-from proxy.serve import listener_tls, serving
+from proxy.server.serve import listener_tls, serving
 from proxy.web.app import create_app
 from tests.faults.figures import FIGURES_DIRECTORY, recorded
 from tests.support import tiers

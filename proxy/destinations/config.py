@@ -25,10 +25,10 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from proxy.destinations.http.targets import HttpTargetConfig
-from proxy.destinations.kafka_keys import key_function
 from proxy.destinations.retry_config import RetryConfig
-from proxy.secrets import secret_value
-from proxy.strict import StrictModel
+from proxy.kafka.keys import key_function
+from proxy.support.secrets import secret_value
+from proxy.support.strict import StrictModel
 
 __all__ = [
     "ArchiveDestinationConfig",
@@ -287,7 +287,7 @@ class ArchiveDestinationConfig(StrictModel):
 class ObjectArchiveDestinationConfig(StrictModel):
     """An ``object_archive`` destination: the archive's layout in an S3-compatible bucket
     (AWS S3, Google Cloud Storage's S3 API, any S3-compatible server); see
-    :mod:`proxy.destinations.object_archive` and docs/consumers/object-storage.md.
+    :mod:`proxy.destinations.object_archive.destination` and docs/consumers/object-storage.md.
 
     Credentials come from the usual AWS chain (environment, ~/.aws, instance or pod role)
     unless ``access_key_id_env``/``secret_access_key_env`` name the variables holding them.

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from proxy.destinations.archive import archive_destination
+from proxy.destinations.archive.destination import archive_destination
 from proxy.destinations.base import Destination
 from proxy.destinations.config import (
     ArchiveDestinationConfig,
@@ -29,20 +29,20 @@ from proxy.destinations.config import (
     producer_settings,
 )
 from proxy.destinations.http.destination import HttpDestination
-from proxy.destinations.kafka import KafkaDestination
-from proxy.destinations.kafka_client_logs import failure_reason
-from proxy.destinations.kafka_keys import key_function
-from proxy.destinations.kafka_producer import KafkaProducer
-from proxy.destinations.kafka_spool import KafkaSpool, SpoolRoots
-from proxy.destinations.object_archive import object_archive_destination
-from proxy.destinations.retry import CircuitBreaker, OnRetry, RetryingDestination
-from proxy.destinations.spool import Spool, SpoolLocked
-from proxy.destinations.spool_dirs import (
+from proxy.destinations.kafka.destination import KafkaDestination
+from proxy.destinations.kafka.spool import Spool, SpoolLocked
+from proxy.destinations.kafka.spool_dirs import (
     cluster_for,
     spool_contents,
     spool_directories,
     spool_directory,
 )
+from proxy.destinations.kafka.spool_drainer import KafkaSpool, SpoolRoots
+from proxy.destinations.object_archive.destination import object_archive_destination
+from proxy.destinations.retry import CircuitBreaker, OnRetry, RetryingDestination
+from proxy.kafka.client_logs import failure_reason
+from proxy.kafka.keys import key_function
+from proxy.kafka.producer import KafkaProducer
 
 __all__ = ["DestinationResources", "build_destination"]
 

@@ -10,7 +10,7 @@ from typing import Annotated
 
 from pydantic import Field, model_validator
 
-from proxy.strict import StrictModel
+from proxy.support.strict import StrictModel
 
 __all__ = ["BreakerConfig", "RetryConfig"]
 

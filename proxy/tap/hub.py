@@ -8,7 +8,7 @@ says so), so a slow reader can never slow ingest. The events are serialized by t
 reader's own task, not here.
 
 A queue is bounded twice: in events (``queue_size``) and in bytes, every queued event
-taking its JSON size from the process's :class:`~proxy.queued_bytes.QueueBudget`
+taking its JSON size from the process's :class:`~proxy.support.queued_bytes.QueueBudget`
 (``server.max_queued_bytes``) until its reader wrote it. A reader that stopped reading
 would otherwise keep its share of the budget for as long as its connection stays open:
 once the budget refused some queue an event, a reader that has read nothing for
@@ -16,7 +16,7 @@ once the budget refused some queue an event, a reader that has read nothing for
 bytes given back at once, its connection closed.
 
 A subscriber sees an event only if its principal may post for the event's namespace
-(the same scope as ingest, :meth:`~proxy.auth.Principal.may_post_for`) and its filter
+(the same scope as ingest, :meth:`~proxy.auth.principal.Principal.may_post_for`) and its filter
 admits it. Namespace, job name and event type are the event as the client posted it;
 the event shown is the one the destinations got (after the rules' transforms).
 
@@ -40,11 +40,11 @@ from typing import Any, Protocol
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from proxy.auth import Principal
-from proxy.exact_json import dumps
+from proxy.auth.principal import Principal
 from proxy.openlineage import EventKind, event_kind, subject_name
-from proxy.queued_bytes import Queue, QueueBudget
-from proxy.throttled_log import ThrottledLog
+from proxy.support.queued_bytes import Queue, QueueBudget
+from proxy.support.throttled_log import ThrottledLog
+from proxy.validation.exact_json import dumps
 from routing_rules.ruleset import Route, Trace
 from routing_rules.stats import DEFAULT_RULE
 

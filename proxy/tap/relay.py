@@ -2,7 +2,7 @@
 the events every worker accepts.
 
 A worker with subscribers says so to its siblings over their private channel
-(:class:`proxy.worker_metrics.Siblings`, ``POST /tap/listen``) when its first one
+(:class:`proxy.metrics.workers.Siblings`, ``POST /tap/listen``) when its first one
 arrives, again every few seconds while it has any (a lease, so a sibling that restarted
 learns it, and a listener that died is forgotten), and when its last one leaves. A
 worker holding a lease from some sibling publishes as if it had a subscriber and puts
@@ -24,10 +24,10 @@ from collections.abc import Iterable
 
 from aiohttp import web
 
-from proxy.exact_json import dumps, loads
-from proxy.queued_bytes import Queue
+from proxy.metrics.workers import Siblings
+from proxy.support.queued_bytes import Queue
 from proxy.tap.hub import DEFAULT_QUEUE_SIZE, TapHub, TappedEvent
-from proxy.worker_metrics import Siblings
+from proxy.validation.exact_json import dumps, loads
 
 __all__ = ["TapRelay"]
 

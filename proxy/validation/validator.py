@@ -1,7 +1,7 @@
 """EventValidator: checks one parsed OpenLineage event against the spec, on the hot path.
 
 Where it sits: ingest parses the body, then every event goes through
-``EventValidator.validate`` before authorization and routing (proxy/pipeline.py). It works on
+``EventValidator.validate`` before authorization and routing (proxy/ingest/pipeline.py). It works on
 the already-parsed dict, everything is compiled in ``__init__``, and the per-event work
 is one pydantic call for the core plus one per known facet.
 
@@ -40,8 +40,8 @@ from typing import Any, NamedTuple
 import orjson
 from pydantic import TypeAdapter, ValidationError
 
-from proxy.bounded_cache import BoundedCache
 from proxy.openlineage.kinds import EventKind, event_kind
+from proxy.support.bounded_cache import BoundedCache
 from proxy.validation.core import EVENT_MODELS
 from proxy.validation.core_check import core_is_valid
 from proxy.validation.extra_schemas import (

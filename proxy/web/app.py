@@ -18,17 +18,18 @@ from typing import Any
 
 from aiohttp import web
 
-from proxy.auth import Authenticator
-from proxy.config import ProxyConfig
-from proxy.destinations.kafka_spool import SpoolMetrics, SpoolRoots, spool_roots
+from proxy.auth.authenticator import Authenticator
+from proxy.config.settings import ProxyConfig
+from proxy.destinations.kafka.spool_drainer import SpoolMetrics, SpoolRoots, spool_roots
+from proxy.destinations.kafka.stranded import StrandedSpool
 from proxy.destinations.registry import DestinationResources
-from proxy.disk_space import DiskSpace
-from proxy.http_errors import ClientFault, RequestError
-from proxy.live_rules import LiveRules
-from proxy.metrics import KafkaReachability, ProxyMetrics
-from proxy.pipeline import BestEffortQueue, EventPipeline
-from proxy.queued_bytes import Queue, QueueBudget
-from proxy.stranded import StrandedSpool
+from proxy.ingest.live_rules import LiveRules
+from proxy.ingest.pipeline import BestEffortQueue, EventPipeline
+from proxy.metrics.disk_space import DiskSpace
+from proxy.metrics.process import KafkaReachability, ProxyMetrics
+from proxy.metrics.workers import Siblings, WorkerSlot
+from proxy.support.queued_bytes import Queue, QueueBudget
+from proxy.support.request_errors import ClientFault, RequestError
 from proxy.tap.hub import TapHub
 from proxy.tap.relay import TapRelay
 from proxy.validation import EventValidator
@@ -61,7 +62,6 @@ from proxy.web.readiness import destination_health, overall_status
 from proxy.web.shutdown import ShutdownBudget
 from proxy.web.status.endpoints import StatusPage
 from proxy.web.tap_endpoint import get_tap
-from proxy.worker_metrics import Siblings, WorkerSlot
 from routing_rules.loader import BUILTIN_RULES
 from routing_rules.stats import RoutingStats
 
@@ -187,8 +187,8 @@ async def _destinations_lifecycle(app: web.Application) -> AsyncIterator[None]:
         watchers.append(
             asyncio.create_task(rules.watch(routing.reload_interval_seconds), name="rules-watch")
         )
-    # The record a failed preStop drain left (proxy/stranded.py) is at the top of the
-    # spool directory: the process that drains that top reports it (one worker of N).
+    # The record a failed preStop drain left (proxy/destinations/kafka/stranded.py) is at the top of
+    # the spool directory: the process that drains that top reports it (one worker of N).
     if spool_top in (roots.own, *roots.orphans):
         watchers.append(asyncio.create_task(stranded.watch(spool_top), name="stranded-watch"))
     yield

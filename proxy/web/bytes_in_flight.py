@@ -10,7 +10,7 @@ answered 503 with ``Retry-After`` (the bytes will be free soon), and a request t
 alone needs more than the cap 413 (it never could be taken).
 
 After a burst, when nothing is held any more, the allocator is asked to give its free
-pages back to the system (:mod:`proxy.free_memory`).
+pages back to the system (:mod:`proxy.support.free_memory`).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import TracebackType
 
-from proxy.free_memory import TrimAfterBurst
-from proxy.http_errors import RequestError
+from proxy.support.free_memory import TrimAfterBurst
+from proxy.support.request_errors import RequestError
 
 __all__ = ["BytesInFlight", "Held"]
 

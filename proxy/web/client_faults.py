@@ -19,10 +19,10 @@ from typing import Any
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from proxy.logs import REQUEST_ID
-from proxy.metrics import ProxyMetrics
+from proxy.metrics.process import ProxyMetrics
 from proxy.openlineage.sender import Sender
-from proxy.throttled_log import ThrottledLog
+from proxy.support.logs import REQUEST_ID
+from proxy.support.throttled_log import ThrottledLog
 from proxy.web.rejections import RecentRejections
 from proxy.web.request_ids import HEADER as REQUEST_ID_HEADER
 from proxy.web.request_ids import sane_request_id

@@ -25,9 +25,9 @@ from typing import cast
 
 from aiohttp import web
 
-from proxy.config import ServerConfig
-from proxy.http_errors import error_body
-from proxy.metrics import ProxyMetrics
+from proxy.config.settings import ServerConfig
+from proxy.metrics.process import ProxyMetrics
+from proxy.support.request_errors import error_body
 from proxy.web.client_faults import ClientFaults
 
 __all__ = ["ConnectionGuard", "GuardedSite"]

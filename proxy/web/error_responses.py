@@ -1,4 +1,5 @@
-"""The error shape of proxy/http_errors.py as aiohttp responses (the web layer's side)."""
+"""The error shape of proxy/support/request_errors.py as aiohttp responses (the web layer's
+side)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 from aiohttp import web
 
-from proxy.http_errors import RequestError, error_body
+from proxy.support.request_errors import RequestError, error_body
 
 __all__ = ["error_response", "response_of"]
 

@@ -17,9 +17,9 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from proxy.config import ServerConfig
-from proxy.exact_json import WRITABLE_DEPTH, JSONDecodeError, loads, too_deep
-from proxy.http_errors import ClientFault, RequestError, detail
+from proxy.config.settings import ServerConfig
+from proxy.support.request_errors import ClientFault, RequestError, detail
+from proxy.validation.exact_json import WRITABLE_DEPTH, JSONDecodeError, loads, too_deep
 from proxy.web.bytes_in_flight import Held
 
 __all__ = [

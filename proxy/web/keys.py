@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 if TYPE_CHECKING:
-    from proxy.auth import Authenticator
-    from proxy.config import ProxyConfig
-    from proxy.live_rules import LiveRules
-    from proxy.metrics import ProxyMetrics
-    from proxy.pipeline import EventPipeline
-    from proxy.queued_bytes import QueueBudget
+    from proxy.auth.authenticator import Authenticator
+    from proxy.config.settings import ProxyConfig
+    from proxy.ingest.live_rules import LiveRules
+    from proxy.ingest.pipeline import EventPipeline
+    from proxy.metrics.process import ProxyMetrics
+    from proxy.metrics.workers import Siblings, WorkerSlot
+    from proxy.support.queued_bytes import QueueBudget
     from proxy.tap.hub import TapHub
     from proxy.tap.relay import TapRelay
     from proxy.validation import EventValidator
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
     from proxy.web.client_faults import ClientFaults
     from proxy.web.connections import ConnectionGuard
     from proxy.web.shutdown import ShutdownBudget
-    from proxy.worker_metrics import Siblings, WorkerSlot
 
 __all__ = [
     "AUTHENTICATOR",

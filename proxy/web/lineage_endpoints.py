@@ -13,13 +13,13 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from proxy.auth import Principal
+from proxy.auth.principal import Principal
 from proxy.destinations import DeliveryError, TooLarge
 from proxy.destinations.hops import HEADER as HOPS_HEADER
 from proxy.destinations.hops import TooManyHops, take_request_hops
-from proxy.http_errors import RequestError, detail
-from proxy.logs import REQUEST_ID
-from proxy.pipeline import Accepted, EventPipeline, Rejection, RejectionReason
+from proxy.ingest.pipeline import Accepted, EventPipeline, Rejection, RejectionReason
+from proxy.support.logs import REQUEST_ID
+from proxy.support.request_errors import RequestError, detail
 from proxy.web.bytes_in_flight import Held
 from proxy.web.ingest import (
     MAX_EVENT_DEPTH,

@@ -4,7 +4,7 @@ The paths are the app's own routes (so a route a config switches off is not list
 each described by the operation of its route name in ``_OPERATIONS``; a route without
 one is listed with ``x-undocumented: true``. The bodies are described by the pydantic
 models below, whose JSON Schemas become the document's ``components``; the answers
-themselves are built in :mod:`proxy.http_errors` (every 4xx/5xx),
+themselves are built in :mod:`proxy.support.request_errors` (every 4xx/5xx),
 :mod:`proxy.web.lineage_endpoints` and :mod:`proxy.web.app`. A test drives a real proxy and
 validates its answers against this document, and fails on an undescribed route — a
 body or a route that drifts from its description fails it.

@@ -1,13 +1,14 @@
 """Who sent a request: its Authorization header, or its verified client certificate
-(the web layer's side of proxy/auth.py, which knows no HTTP server)."""
+(the web layer's side of proxy/auth/, which knows no HTTP server)."""
 
 from __future__ import annotations
 
 from aiohttp import web
 
-from proxy.auth import Authenticator, Principal
-from proxy.http_errors import RequestError
-from proxy.tls import client_common_name
+from proxy.auth.authenticator import Authenticator
+from proxy.auth.principal import Principal
+from proxy.support.request_errors import RequestError
+from proxy.support.tls import client_common_name
 
 __all__ = ["principal_of"]
 

@@ -5,7 +5,7 @@ A client (or a gateway in front) may send its own ``X-Request-Id``; it is kept w
 is short and made of safe characters (it goes into logs and headers verbatim), otherwise
 the proxy makes one: a random per-process prefix and a counter, which costs far less
 than a uuid per request on the ingest path. The id lives in the ``REQUEST_ID`` context
-variable of :mod:`proxy.logs` for the request's duration.
+variable of :mod:`proxy.support.logs` for the request's duration.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import re
 
 from aiohttp import web
 
-from proxy.logs import REQUEST_ID
+from proxy.support.logs import REQUEST_ID
 
 __all__ = ["HEADER", "bind", "new_request_id", "sane_request_id"]
 

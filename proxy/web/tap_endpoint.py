@@ -26,10 +26,10 @@ import logging
 
 from aiohttp import web
 
-from proxy.exact_json import dumps
-from proxy.http_errors import RequestError, detail
+from proxy.support.request_errors import RequestError, detail
+from proxy.support.throttled_log import ThrottledLog
 from proxy.tap.hub import TapFilter, TappedEvent
-from proxy.throttled_log import ThrottledLog
+from proxy.validation.exact_json import dumps
 from proxy.web.keys import AUTHENTICATOR, TAP
 from proxy.web.principal import principal_of
 

@@ -1,6 +1,6 @@
 """Reading the archive with Spark: the raw lines, with their partition columns.
 
-The layout is written by :mod:`proxy.destinations.archive`: ``dt=YYYY-MM-DD/
+The layout is written by :mod:`proxy.destinations.archive.destination`: ``dt=YYYY-MM-DD/
 namespace=<escaped>/`` directories of JSON Lines files, plain or gzip; files whose names
 start with ``_`` or ``.`` are still being written, and Spark's file listing skips those by
 default. Partition values are read as strings (a namespace may look like a number).

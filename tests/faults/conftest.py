@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from proxy.embedded_broker import EmbeddedBroker
+from proxy.server.embedded_broker import EmbeddedBroker
 from tests.support.brokers import running_broker
 
 

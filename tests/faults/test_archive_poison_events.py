@@ -22,7 +22,7 @@ import pytest
 from openlineage.client import OpenLineageClient
 from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
 
-from proxy.destinations.archive import finished_files
+from proxy.destinations.archive.destination import finished_files
 from tests.faults.figures import report
 from tests.sample_events import rich_run_event
 from tests.support.load import compare, kafka_run_ids, post_events

@@ -15,7 +15,7 @@ import pytest
 from aiohttp import ClientError, ClientSession, ClientTimeout
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from proxy.embedded_broker import EmbeddedBroker
+from proxy.server.embedded_broker import EmbeddedBroker
 from tests.faults.figures import report
 from tests.sample_events import run_event
 from tests.support.brokers import kill

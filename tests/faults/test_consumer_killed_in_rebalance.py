@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from proxy.embedded_broker import free_port
+from proxy.server.embedded_broker import free_port
 from tests.doubles.marquez_double import MarquezDouble
 from tests.faults.figures import report
 from tests.support.consumers import (

@@ -21,8 +21,8 @@ import pytest
 from aiohttp import ClientSession
 from confluent_kafka import Producer
 
-from proxy.destinations.kafka_client_logs import cluster_log, kafka_client_config
-from proxy.embedded_broker import EmbeddedBroker
+from proxy.kafka.client_logs import cluster_log, kafka_client_config
+from proxy.server.embedded_broker import EmbeddedBroker
 from tests.faults.figures import report
 from tests.integration.test_status_page import text_of
 from tests.sample_events import run_event
@@ -42,7 +42,7 @@ async def _json(url: str) -> tuple[int, dict[str, Any]]:
 async def test_frozen_broker_keeps_the_proxy_ready_but_degraded_and_says_why_everywhere(
     start_proxy_on, browser, dedicated_broker: EmbeddedBroker, topic, tmp_path: Path, caplog
 ):
-    caplog.set_level(logging.INFO, logger="proxy.destinations.kafka_client_logs")
+    caplog.set_level(logging.INFO, logger="proxy.kafka.client_logs")
     servers = dedicated_broker.bootstrap_servers
     spool_dir = tmp_path / "spool"
     async with start_proxy_on(bootstrap=servers, kafka={"spool": {"directory": spool_dir}}) as url:

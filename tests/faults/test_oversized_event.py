@@ -10,7 +10,7 @@ import orjson
 import pytest
 from aiohttp import ClientSession
 
-from proxy.embedded_broker import free_port
+from proxy.server.embedded_broker import free_port
 from tests.faults.figures import report
 from tests.sample_events import PRODUCER, run_event
 from tests.support.load import kafka_run_ids

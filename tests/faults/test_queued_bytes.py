@@ -19,7 +19,7 @@ left out, which that code does not know, and a pause in place of the wait for th
 queues' gauge it does not have): 84 MiB warm, 677 MiB peak against a bound of 308 MiB,
 and still 677 MiB 30 s after the readers had left and the target had reset its
 connections — every event sat in each reader's 1,000-event queue and in the best-effort
-queue of 10,000 events. Seen failing, too, with the heap trim of proxy.free_memory
+queue of 10,000 events. Seen failing, too, with the heap trim of proxy.support.free_memory
 disabled: peak 129 MiB, but 128 MiB after the queues were empty (75 MiB with it).
 """
 

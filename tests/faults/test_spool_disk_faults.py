@@ -29,7 +29,7 @@ import aiohttp
 import orjson
 import pytest
 
-from proxy.embedded_broker import EmbeddedBroker, free_port
+from proxy.server.embedded_broker import EmbeddedBroker, free_port
 from tests.faults.figures import report
 from tests.faults.small_disk import fill, small_tmpfs
 from tests.sample_events import event_identity, one_run, run_event

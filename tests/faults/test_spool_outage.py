@@ -19,10 +19,10 @@ import pytest
 import requests
 from aiohttp import ClientSession
 
-from proxy.destinations.kafka import event_headers
-from proxy.destinations.order_stamp import ORDER_HEADER
-from proxy.embedded_broker import EmbeddedBroker
+from proxy.destinations.kafka.destination import event_headers
+from proxy.kafka.order_stamp import ORDER_HEADER
 from proxy.openlineage import event_key
+from proxy.server.embedded_broker import EmbeddedBroker
 from tests.faults.figures import report
 from tests.sample_events import event_identity, one_run, run_event
 from tests.support.brokers import kill, running_broker

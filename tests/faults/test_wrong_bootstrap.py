@@ -20,11 +20,11 @@ import orjson
 import pytest
 from aiohttp import ClientSession
 
-from proxy.destinations.kafka import event_headers
-from proxy.destinations.spool import Spool
-from proxy.destinations.spool_dirs import record_cluster
-from proxy.embedded_broker import free_port
+from proxy.destinations.kafka.destination import event_headers
+from proxy.destinations.kafka.spool import Spool
+from proxy.destinations.kafka.spool_dirs import record_cluster
 from proxy.openlineage import event_key
+from proxy.server.embedded_broker import free_port
 from tests.faults.figures import report
 from tests.sample_events import run_event
 from tests.support.load import compare, kafka_run_ids, post_events

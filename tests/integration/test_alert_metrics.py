@@ -10,9 +10,9 @@ import pytest
 from aiohttp import ClientSession
 from prometheus_client.parser import text_string_to_metric_families
 
-from proxy.destinations.spool import Spool
-from proxy.embedded_broker import free_port
-from proxy.stranded import write_record
+from proxy.destinations.kafka.spool import Spool
+from proxy.destinations.kafka.stranded import write_record
+from proxy.server.embedded_broker import free_port
 from tests.conftest import ProxyFactory
 from tests.sample_events import run_event
 from tests.support.paths import fresh_spool_directory

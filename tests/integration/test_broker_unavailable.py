@@ -6,7 +6,7 @@ import orjson
 import pytest
 from aiohttp import ClientSession
 
-from proxy.serve import serving
+from proxy.server.serve import serving
 from proxy.web.app import create_app
 from tests.sample_events import run_event
 from tests.support.paths import ARCHIVE_ROOT

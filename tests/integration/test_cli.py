@@ -15,7 +15,7 @@ import orjson
 import pytest
 import requests
 
-from proxy.destinations.archive import finished_files
+from proxy.destinations.archive.destination import finished_files
 from tests.doubles.target_double import TargetDouble
 from tests.faults.figures import report
 from tests.sample_events import rich_run_event, run_event

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import orjson
 
-from proxy.docs_reference import pages
+from proxy.cli.docs_reference import pages
 from tests.support.paths import REPO
 
 

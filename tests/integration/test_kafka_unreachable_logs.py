@@ -11,7 +11,7 @@ import orjson
 import pytest
 from confluent_kafka import Producer
 
-from proxy.destinations.kafka_client_logs import kafka_client_config
+from proxy.kafka.client_logs import kafka_client_config
 from tests.support.brokers import running_broker
 from tests.support.ports import free_port
 from tests.support.processes import serve_process
@@ -20,7 +20,7 @@ from tests.support.waiting import wait_until
 pytestmark = pytest.mark.integration
 
 # Loggers that speak for the Kafka clients (librdkafka's own lines, the cluster log).
-KAFKA_LOGGERS = ("librdkafka", "proxy.destinations.kafka")
+KAFKA_LOGGERS = ("librdkafka", "proxy.kafka", "proxy.destinations.kafka")
 
 
 @pytest.mark.slow
@@ -54,7 +54,7 @@ def test_proxy_at_a_closed_port_logs_one_json_line_about_kafka_not_a_flood() -> 
 
 
 def test_a_cluster_that_comes_up_is_reported_reachable_again_once(caplog) -> None:
-    caplog.set_level(logging.INFO, logger="proxy.destinations.kafka_client_logs")
+    caplog.set_level(logging.INFO, logger="proxy.kafka.client_logs")
     port = free_port()
     servers = f"127.0.0.1:{port}"
     errors: list[object] = []  # every error librdkafka reported, after the cluster log saw it

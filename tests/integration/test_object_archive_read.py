@@ -20,9 +20,9 @@ import pytest
 import yaml
 
 from consumers.replay import ReplayFilter, parse_time, replay
-from proxy.config import ProxyConfig
+from proxy.config.settings import ProxyConfig
 from proxy.destinations.config import ObjectArchiveDestinationConfig
-from proxy.destinations.object_archive import ObjectArchiveWriter
+from proxy.destinations.object_archive.destination import ObjectArchiveWriter
 from tests.doubles.marquez_double import MarquezDouble
 from tests.sample_events import run_event
 from tests.support.cli import run_cli
@@ -170,7 +170,7 @@ async def test_replay_command_sends_one_namespace_from_the_bucket_to_a_topic(
 # run them: one JVM with hadoop-aws to start instead of two (most of this test's minutes).
 _BOTH_JOBS = """
 import json, sys
-from proxy.cli import main
+from proxy.cli.main import main
 sys.exit(max(main(argv) for argv in json.loads(sys.argv[1])))
 """
 

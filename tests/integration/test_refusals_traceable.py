@@ -57,7 +57,7 @@ async def test_stored_refusals_carry_the_request_id_and_sit_under_the_jobs_names
 
 
 async def test_a_repair_kind_is_logged_once_with_producer_and_job(start_proxy, caplog):
-    caplog.set_level(logging.INFO, logger="proxy.repair_log")
+    caplog.set_level(logging.INFO, logger="proxy.ingest.repair_log")
     marker = f"marker-{uuid.uuid4().hex}"
     events = []
     for _ in range(3):
@@ -74,7 +74,7 @@ async def test_a_repair_kind_is_logged_once_with_producer_and_job(start_proxy, c
         for event in events:
             status, body, _ = await post(f"{url}/api/v1/lineage", event)
             assert status == 200 and body["repaired"], body
-    lines = [r.getMessage() for r in caplog.records if r.name == "proxy.repair_log"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "proxy.ingest.repair_log"]
     assert len(lines) == 1, lines
     [line] = lines
     assert line.startswith(f"repaired {body['repaired'][0]['repair']} at /eventTime")

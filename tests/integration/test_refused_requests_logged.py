@@ -11,7 +11,7 @@ import pytest
 from aiohttp import ClientSession
 from aiohttp.test_utils import make_mocked_request
 
-from proxy.metrics import ProxyMetrics
+from proxy.metrics.process import ProxyMetrics
 from proxy.web.client_faults import ClientFaults
 from tests.sample_events import run_event
 

@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from consumers.replay import ReplayFilter, replay
-from proxy.config import ProxyConfig
+from proxy.config.settings import ProxyConfig
 from tests.integration.test_lineage_endpoint import post
 from tests.sample_events import rich_run_event
 from tests.support.kafka_reader import Record, read_all_produced_so_far, read_topic

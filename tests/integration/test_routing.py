@@ -13,7 +13,7 @@ import orjson
 import pytest
 from aiohttp import ClientSession
 
-from proxy.destinations.archive import finished_files
+from proxy.destinations.archive.destination import finished_files
 from routing_rules.transforms import REDACTED
 from tests.doubles.target_double import TargetDouble
 from tests.sample_events import dataset_event, job_event, rich_run_event, run_event

@@ -94,7 +94,7 @@ async def test_reload_good_then_broken_file_while_traffic_flows(
         await until("success", 1)
         phase = 1
         await more_traffic(20)
-        with caplog.at_level(logging.ERROR, logger="proxy.live_rules"):
+        with caplog.at_level(logging.ERROR, logger="proxy.ingest.live_rules"):
             await asyncio.to_thread(replace_file, rules, "version: 1\ndefault: {to: [out]\n")
             await until("failure", 1)
             phase = 2

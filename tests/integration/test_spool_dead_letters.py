@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from proxy.destinations.config import producer_settings
-from proxy.destinations.kafka_producer import KafkaProducer
-from proxy.destinations.kafka_spool import KafkaSpool, SpoolMetrics
-from proxy.destinations.spool import DEAD_LETTER_FILE, REFUSED_HEADER, Spool, decode_records
+from proxy.destinations.kafka.spool import DEAD_LETTER_FILE, REFUSED_HEADER, Spool, decode_records
+from proxy.destinations.kafka.spool_drainer import KafkaSpool, SpoolMetrics
+from proxy.kafka.producer import KafkaProducer
 from tests.support.cli import run_cli
 from tests.support.kafka_reader import read_all_produced_so_far
 from tests.support.waiting import eventually

@@ -15,7 +15,7 @@ import orjson
 import pytest
 from aiohttp import ClientSession
 
-from proxy.serve import serving
+from proxy.server.serve import serving
 from proxy.tap.client import TapFailed, tap_events
 from proxy.web.app import create_app
 from proxy.web.keys import METRICS, TAP

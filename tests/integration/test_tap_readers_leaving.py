@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from proxy.exact_json import dumps
-from proxy.serve import serving
+from proxy.server.serve import serving
+from proxy.support.throttled_log import ThrottledLog
 from proxy.tap import hub as tap_hub
-from proxy.throttled_log import ThrottledLog
+from proxy.validation.exact_json import dumps
 from proxy.web import tap_endpoint
 from proxy.web.app import create_app
 from proxy.web.keys import TAP

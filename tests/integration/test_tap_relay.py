@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from proxy.auth import Principal
-from proxy.exact_json import dumps
-from proxy.metrics import ProxyMetrics
-from proxy.queued_bytes import Queue, QueueBudget
+from proxy.auth.principal import Principal
+from proxy.metrics.process import ProxyMetrics
+from proxy.metrics.workers import Siblings, WorkerSlot
+from proxy.support.queued_bytes import Queue, QueueBudget
 from proxy.tap.hub import TapFilter, TapHub
 from proxy.tap.relay import TapRelay
-from proxy.worker_metrics import Siblings, WorkerSlot
+from proxy.validation.exact_json import dumps
 from routing_rules.ruleset import Route, Trace
 from tests.sample_events import run_event
 

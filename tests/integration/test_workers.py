@@ -20,10 +20,10 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from proxy.destinations.kafka import event_headers
-from proxy.destinations.kafka_producer import KafkaProducer
-from proxy.destinations.spool import Spool
-from proxy.destinations.spool_dirs import spool_directory
+from proxy.destinations.kafka.destination import event_headers
+from proxy.destinations.kafka.spool import Spool
+from proxy.destinations.kafka.spool_dirs import spool_directory
+from proxy.kafka.producer import KafkaProducer
 from proxy.openlineage import event_key
 from tests.faults.figures import report
 from tests.sample_events import rich_run_event, run_event
@@ -171,7 +171,10 @@ async def test_two_workers_share_the_port_report_together_reload_and_drain_on_si
     assert second.acknowledged and len(second.acknowledged) < 3000
     assert exit_code == 0, process.log()
     log = process.log()
-    assert "[worker-0] proxy.serve: stopped" in log and "[worker-1] proxy.serve: stopped" in log
+    assert (
+        "[worker-0] proxy.server.serve: stopped" in log
+        and "[worker-1] proxy.server.serve: stopped" in log
+    )
     assert kafka["lost"] == 0 and archive["lost"] == 0
 
 

@@ -15,8 +15,8 @@ import pyspark
 import pytest
 from pyspark.sql import SparkSession
 
-from proxy.cli import main as cli_main
-from proxy.destinations.archive import ArchiveWriter
+from proxy.cli.main import main as cli_main
+from proxy.destinations.archive.destination import ArchiveWriter
 from spark_emitter.archive_jobs.compact import compact
 from spark_emitter.archive_jobs.graph import build_graph
 from tests.sample_events import dataset_event, facet, run_event

@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from proxy.destinations.archive import ArchiveWriter
+from proxy.destinations.archive.destination import ArchiveWriter
 from tests.sample_events import dataset_event, rich_run_event
 
 pytestmark = pytest.mark.spark

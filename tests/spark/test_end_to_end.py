@@ -23,7 +23,7 @@ import pyspark
 import pytest
 from pyspark.sql import SparkSession
 
-from proxy.destinations.order_stamp import ORDER_HEADER
+from proxy.kafka.order_stamp import ORDER_HEADER
 from proxy.validation import EventValidator
 from spark_emitter.archive_jobs.compact import compact
 from spark_emitter.archive_jobs.graph import build_graph

@@ -27,8 +27,8 @@ import orjson
 import pytest
 import pytest_asyncio
 
-from proxy.destinations.archive_layout import finished_files
-from proxy.serve import listener_tls, serving
+from proxy.destinations.archive.layout import finished_files
+from proxy.server.serve import listener_tls, serving
 from proxy.web.app import create_app
 from tests.spark.conftest import LineageReceiver, event_types
 from tests.spark.side_by_side import Difference, compare, documented_differences

@@ -32,7 +32,7 @@ import orjson
 import pyspark
 import pytest
 
-from proxy.embedded_broker import free_port
+from proxy.server.embedded_broker import free_port
 from tests.spark.conftest import event_types
 from tests.support.kafka_reader import read_all_produced_so_far
 from tests.support.paths import REPO

@@ -13,7 +13,7 @@ import os
 import signal
 from collections.abc import Iterator
 
-from proxy.embedded_broker import EmbeddedBroker
+from proxy.server.embedded_broker import EmbeddedBroker
 from tests.support.ports import free_port
 
 __all__ = ["kill", "running_broker"]

@@ -14,7 +14,7 @@ import subprocess
 import sys
 from typing import Any
 
-from proxy.cli import main
+from proxy.cli.main import main
 from tests.support.paths import REPO
 
 __all__ = ["cli_process", "run_cli"]

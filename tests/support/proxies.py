@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from proxy.config import ProxyConfig, load_config
+from proxy.config.settings import ProxyConfig, load_config
 from tests.support.paths import ARCHIVE_ROOT, REPO, fresh_spool_directory
 
 __all__ = ["proxy_config"]

@@ -133,7 +133,7 @@ class S3Server:
 
     def client(self) -> Any:
         """A boto3 client of this server with the test credentials."""
-        from proxy.destinations.object_archive import s3_client
+        from proxy.destinations.object_archive.destination import s3_client
 
         with _environment(S3_TEST_KEY=ACCESS_KEY, S3_TEST_SECRET=SECRET_KEY):
             return s3_client(

@@ -1,4 +1,4 @@
-"""What a token's scope covers (proxy/auth.py, proxy/openlineage/names.py): every
+"""What a token's scope covers (proxy/auth/principal.py, proxy/openlineage/names.py): every
 namespace that decides where an event goes or what it attaches to."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from proxy.auth import Principal
+from proxy.auth.principal import Principal
 from tests.sample_events import dataset_event, job_event, run_event
 
 TEAM_A = ("team-a*",)

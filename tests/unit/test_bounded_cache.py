@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.bounded_cache import BoundedCache
+from proxy.support.bounded_cache import BoundedCache
 
 
 def test_it_never_holds_more_than_its_cap_and_evicts_the_oldest_first():

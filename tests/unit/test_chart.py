@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 import yaml
 
-from proxy.cli import build_parser
-from proxy.config import ProxyConfig, load_config
+from proxy.cli.main import build_parser
+from proxy.config.settings import ProxyConfig, load_config
 from routing_rules.loader import BUILTIN_RULES, load_rules_file
 from tests.config_paths import CONFIG_INPUTS, used_paths
 from tests.deploy_tools import KUBERNETES_VERSION, kubernetes_schemas, run_tool
@@ -342,7 +342,7 @@ def test_proxy_drains_its_spool_before_it_goes_within_its_grace_period(
     values = _merge(yaml.safe_load((CHART / "values.yaml").read_text()), VALUE_SETS[value_set])
     drain = values["proxy"]["drainTimeoutSeconds"]
     command = _container(proxy)["lifecycle"]["preStop"]["exec"]["command"]
-    assert command[:3] == ["python", "-m", "proxy.prestop"]
+    assert command[:3] == ["python", "-m", "proxy.server.prestop"]
     assert command[command.index("--timeout") + 1] == str(drain)
     assert command[command.index("--config") + 1] == "/etc/lineage-proxy/config.yaml"
     shutdown = ProxyConfig.model_validate(values["config"]).server.shutdown_timeout_seconds
@@ -352,10 +352,10 @@ def test_proxy_drains_its_spool_before_it_goes_within_its_grace_period(
 
 
 def test_the_prestop_hook_is_a_module_the_image_has():
-    """The hook runs `python -m proxy.prestop` in the proxy's image: it must exist and
+    """The hook runs `python -m proxy.server.prestop` in the proxy's image: it must exist and
     take the arguments the chart gives it."""
     done = subprocess.run(
-        [sys.executable, "-m", "proxy.prestop", "--help"], capture_output=True, text=True
+        [sys.executable, "-m", "proxy.server.prestop", "--help"], capture_output=True, text=True
     )
     assert done.returncode == 0 and "--timeout" in done.stdout and "--config" in done.stdout
 
@@ -658,7 +658,7 @@ def test_notes_say_where_to_send_events_and_warn_without_persistence(tmp_path: P
 def test_tls_variables_load_as_server_tls_with_files_on_the_secrets_mount(
     rendered: dict[str, str], tmp_path: Path
 ):
-    """proxy.tls: the variables the chart sets load as server.tls, each file where the
+    """proxy.support.tls: the variables the chart sets load as server.tls, each file where the
     Secret is mounted; the probes speak HTTPS (a required client certificate, which the
     probes cannot present, is refused by the schema: see above)."""
     found = objects(rendered, "everything")

@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from proxy.cli import build_parser, main
-from proxy.completion import completion_script
+from proxy.cli.completion import completion_script
+from proxy.cli.main import build_parser, main
 
 BASH_SCRIPT = completion_script("bash", build_parser())
 

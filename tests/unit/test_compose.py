@@ -18,7 +18,7 @@ from pathlib import Path, PurePosixPath
 import pytest
 import yaml
 
-from proxy.config import ProxyConfig, load_config
+from proxy.config.settings import ProxyConfig, load_config
 from tests.config_paths import CONFIG_INPUTS, config_leaves, used_paths
 from tests.support.paths import REPO
 

@@ -14,8 +14,8 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from proxy.cli import main
-from proxy.config_reference import SCHEMA_FILES, SCHEMAS, config_reference, json_schema
+from proxy.cli.main import main
+from proxy.config.reference import SCHEMA_FILES, SCHEMAS, config_reference, json_schema
 from tests.support.paths import REPO
 
 REGENERATE = "stale: regenerate with scripts/config_docs.sh and commit the result"

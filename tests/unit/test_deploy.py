@@ -17,10 +17,10 @@ import pytest
 import yaml
 
 from consumers.metrics import ConsumerMetrics
-from proxy.destinations.kafka_spool import SpoolMetrics
-from proxy.disk_space import DiskSpace
-from proxy.metrics import KafkaReachability, ProxyMetrics
-from proxy.stranded import StrandedSpool
+from proxy.destinations.kafka.spool_drainer import SpoolMetrics
+from proxy.destinations.kafka.stranded import StrandedSpool
+from proxy.metrics.disk_space import DiskSpace
+from proxy.metrics.process import KafkaReachability, ProxyMetrics
 from routing_rules.stats import RoutingStats
 from tests.deploy_tools import run_tool
 from tests.support.paths import REPO

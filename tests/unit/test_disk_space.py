@@ -1,4 +1,4 @@
-"""The disk gauges alert LineageProxyDiskFillingUp reads (proxy/disk_space.py): the
+"""The disk gauges alert LineageProxyDiskFillingUp reads (proxy/metrics/disk_space.py): the
 spool's and the archive's file systems as statvfs sees them, once per file system, even
 before the directories exist, named by role — never by an absolute path."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from proxy.disk_space import DiskSpace, file_system_of
+from proxy.metrics.disk_space import DiskSpace, file_system_of
 from tests.support.waiting import wait_for
 
 

@@ -23,8 +23,8 @@ import pytest
 import yaml
 from openlineage.client.transport import get_default_factory
 
-from proxy.cli import build_parser
-from proxy.config import load_config
+from proxy.cli.main import build_parser
+from proxy.config.settings import load_config
 from routing_rules.loader import load_rules_file
 from tests.support.cli import run_cli
 

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from proxy.config import load_config
-from proxy.yaml_source import ConfigError
+from proxy.config.settings import load_config
+from proxy.support.yaml_source import ConfigError
 from routing_rules.loader import load_rules_file
 from tests.config_errors import config_refusal
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.exact_json import JSONDecodeError, _has_big_int, dumps, loads, too_deep
+from proxy.validation.exact_json import JSONDecodeError, _has_big_int, dumps, loads, too_deep
 
 values = st.recursive(
     st.none()

@@ -3,7 +3,8 @@
 The import contracts of pyproject.toml cannot name ``aiohttp.web`` (a subpackage of an
 external package), so a fresh interpreter imports each module and lists what it loaded.
 Seen failing before auth's request handling moved to proxy/web/principal.py: importing
-``proxy.pipeline`` loaded ``aiohttp.web_request`` and others through ``proxy.auth``."""
+``proxy.ingest.pipeline`` loaded ``aiohttp.web_request`` and others through
+its token checks (now :mod:`proxy.auth`)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,14 @@ from tests.support.paths import REPO
 
 
 @pytest.mark.parametrize(
-    "module", ["proxy.pipeline", "proxy.live_rules", "proxy.auth", "proxy.http_errors"]
+    "module",
+    [
+        "proxy.ingest.pipeline",
+        "proxy.ingest.live_rules",
+        "proxy.auth.authenticator",
+        "proxy.tap.hub",
+        "proxy.support.request_errors",
+    ],
 )
 def test_importing_it_loads_no_aiohttp_web(module: str):
     listed = subprocess.run(

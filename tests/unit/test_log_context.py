@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import orjson
 import pytest
 
-from proxy.logs import CONSUMER, DESTINATION, REQUEST_ID, setup_logging
+from proxy.support.logs import CONSUMER, DESTINATION, REQUEST_ID, setup_logging
 from proxy.web.request_ids import MAX_LENGTH, new_request_id, sane_request_id
 
 

@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from consumers.metrics import ConsumerMetrics, DaemonsCollector
 from proxy import __version__
-from proxy.metrics import ProxyMetrics
+from proxy.metrics.process import ProxyMetrics
 from routing_rules.stats import RoutingStats
 
 Series = tuple[str, frozenset[tuple[str, str]]]

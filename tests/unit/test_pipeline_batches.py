@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from proxy.destinations import DeliveryError, Destination
-from proxy.metrics import ProxyMetrics
-from proxy.pipeline import BestEffortQueue, EventPipeline
+from proxy.ingest.pipeline import BestEffortQueue, EventPipeline
+from proxy.metrics.process import ProxyMetrics
 from proxy.validation import EventValidator
 from proxy.validation.repairs import EventRepairer
 from routing_rules.ruleset import Route, Trace

@@ -1,4 +1,4 @@
-"""The preStop hook of the chart's proxy pods (proxy/prestop.py) against a real spool on
+"""The preStop hook of the chart's proxy pods (proxy/server/prestop.py) against a real spool on
 disk: it waits while a segment is left and ends once the drainer's confirm deleted it."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import yaml
 
-from proxy.destinations.spool import Spool
-from proxy.prestop import main, spool_directories, wait_until_drained
-from proxy.stranded import RECORD, read_record
+from proxy.destinations.kafka.spool import Spool
+from proxy.destinations.kafka.stranded import RECORD, read_record
+from proxy.server.prestop import main, spool_directories, wait_until_drained
 
 
 async def _spool_with_one_event(directory: Path) -> Spool:
@@ -78,7 +78,15 @@ async def test_the_hook_ends_once_the_drainer_confirmed_the_last_event(tmp_path:
     spool = await _spool_with_one_event(root / "c")
     config = _config(tmp_path, root)
     hook = await asyncio.create_subprocess_exec(
-        *[sys.executable, "-m", "proxy.prestop", "--config", str(config), "--timeout", "600"],
+        *[
+            sys.executable,
+            "-m",
+            "proxy.server.prestop",
+            "--config",
+            str(config),
+            "--timeout",
+            "600",
+        ],
         stdout=asyncio.subprocess.PIPE,
     )
     assert hook.stdout is not None

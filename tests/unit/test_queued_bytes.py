@@ -8,14 +8,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from proxy.auth import Principal
+from proxy.auth.principal import Principal
 from proxy.destinations import DeliveryError, Destination
-from proxy.exact_json import dumps
-from proxy.metrics import ProxyMetrics
-from proxy.pipeline import BestEffortQueue
-from proxy.queued_bytes import Queue, QueueBudget
+from proxy.ingest.pipeline import BestEffortQueue
+from proxy.metrics.process import ProxyMetrics
+from proxy.support.queued_bytes import Queue, QueueBudget
 from proxy.tap import hub as tap_hub
 from proxy.tap.hub import Subscription, TapFilter, TapHub
+from proxy.validation.exact_json import dumps
 from routing_rules.ruleset import Route, Trace
 from tests.sample_events import run_event
 

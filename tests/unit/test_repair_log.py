@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 
+from proxy.ingest.repair_log import RepairLog
 from proxy.openlineage.repaired import Repair, RepairedEvent
-from proxy.repair_log import RepairLog
 from tests.sample_events import run_event
 
 
@@ -23,7 +23,7 @@ def _repaired(name: str) -> RepairedEvent:
 
 
 def test_one_line_per_repair_kind_a_minute_then_one_with_the_count_held_back(caplog):
-    caplog.set_level(logging.INFO, logger="proxy.repair_log")
+    caplog.set_level(logging.INFO, logger="proxy.ingest.repair_log")
     clock = Clock()
     log = RepairLog(clock=clock)
     for _ in range(50):

@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import yaml
 
-from proxy.destinations.spool import DEAD_LETTER_FILE, REFUSED_HEADER, encode_record
+from proxy.destinations.kafka.spool import DEAD_LETTER_FILE, REFUSED_HEADER, encode_record
 from tests.support.cli import run_cli
 
 

@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from consumers.config import ConsumerConfig
 from consumers.daemon import ConsumerDaemon
 from consumers.metrics import ConsumerMetrics
-from proxy.auth import Principal
+from proxy.auth.principal import Principal
 from proxy.tap.hub import TapFilter, TapHub
 from proxy.web.rejections import RecentRejections
 from proxy.web.status.rates import RateWindow, Reading, read_registry

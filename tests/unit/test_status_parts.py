@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from proxy.exact_json import dumps, loads
 from proxy.tap.hub import TapHub, TappedEvent
+from proxy.validation.exact_json import dumps, loads
 from proxy.web.readiness import Health
 from proxy.web.rejections import Rejected
 from proxy.web.status.parts import (

@@ -1,4 +1,5 @@
-"""The record a preStop drain that gave up leaves on the volume (proxy/stranded.py), as
+"""The record a preStop drain that gave up leaves on the volume
+(proxy/destinations/kafka/stranded.py), as
 the next proxy on that volume reports it: the gauges alert LineageProxySpoolStranded
 reads, while the events are not all in Kafka, and gone — with the record — once they
 are."""
@@ -12,8 +13,14 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from proxy.destinations.spool import Spool
-from proxy.stranded import RECORD, StrandedSpool, clear_if_drained, read_record, write_record
+from proxy.destinations.kafka.spool import Spool
+from proxy.destinations.kafka.stranded import (
+    RECORD,
+    StrandedSpool,
+    clear_if_drained,
+    read_record,
+    write_record,
+)
 from tests.support.cli import run_cli
 from tests.support.waiting import wait_for
 
@@ -39,7 +46,7 @@ async def test_the_next_process_reports_the_record_until_kafka_has_every_event(
     assert written.events == 3
     stranded = StrandedSpool()
     assert _gauges(stranded)["lineage_proxy_spool_stranded_events"] == 0  # before the watch
-    caplog.set_level(logging.WARNING, "proxy.stranded")
+    caplog.set_level(logging.WARNING, "proxy.destinations.kafka.stranded")
     watch = asyncio.create_task(stranded.watch(root, interval=0.05))
     try:
         await wait_for(lambda: stranded.current is not None, 10, "the record read")

@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from proxy.cli import main
+from proxy.cli.main import main
 from proxy.tap.client import format_text
 
 

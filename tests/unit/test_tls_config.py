@@ -1,5 +1,5 @@
 """``server.tls`` / ``status_tls``: a file that does not load fails the start naming the
-field and the file (proxy/tls.py), and relative paths are under the config's folder."""
+field and the file (proxy/support/tls.py), and relative paths are under the config's folder."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from cryptography.hazmat.primitives.serialization import (
 )
 
 from consumers.run import running_daemons
-from proxy.config import ProxyConfig, load_config
-from proxy.tls import TlsConfig, server_context
-from proxy.yaml_source import ConfigError
+from proxy.config.settings import ProxyConfig, load_config
+from proxy.support.tls import TlsConfig, server_context
+from proxy.support.yaml_source import ConfigError
 from tests.certificates import Issued, TestCA
 from tests.config_errors import config_refusal
 

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from proxy.auth import AuthConfig, Authenticator
-from proxy.cli import main
-from proxy.http_errors import RequestError
+from proxy.auth.authenticator import Authenticator
+from proxy.auth.config import AuthConfig
+from proxy.cli.main import main
+from proxy.support.request_errors import RequestError
 from tests.config_errors import config_refusal
 
 DIGEST = hashlib.sha256(b"s3cret").hexdigest()

@@ -16,8 +16,8 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from proxy.destinations.retry_config import RetryConfig
-from proxy.secrets import check_one_source, secret_value
-from proxy.strict import StrictModel
+from proxy.support.secrets import check_one_source, secret_value
+from proxy.support.strict import StrictModel
 
 __all__ = [
     "ACCEPTED",

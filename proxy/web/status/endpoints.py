@@ -27,7 +27,8 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from proxy.destinations import Destination
-from proxy.exact_json import dumps, loads
+from proxy.metrics.workers import Siblings
+from proxy.validation.exact_json import dumps, loads
 from proxy.web.keys import AUTHENTICATOR
 from proxy.web.principal import principal_of
 from proxy.web.readiness import Health, destination_health
@@ -35,7 +36,6 @@ from proxy.web.rejections import RecentRejections
 from proxy.web.status.parts import WorkerPart
 from proxy.web.status.rates import RateWindow
 from proxy.web.status.report import status_report
-from proxy.worker_metrics import Siblings
 
 __all__ = ["StatusPage"]
 

@@ -2,7 +2,7 @@
 
 With ``serve --workers N`` each worker counts only what it handled. The worker that
 takes ``GET /api/v1/status`` asks every sibling for its :class:`WorkerPart` over the
-workers' private channel (:class:`proxy.worker_metrics.Siblings`) and merges them:
+workers' private channel (:class:`proxy.metrics.workers.Siblings`) and merges them:
 counters (and their growth over the window) summed, so latency quantiles come from the
 summed histogram buckets; a destination's health is the worst any worker sees (spool
 depths summed); refusals merged newest first. A worker that does not answer is listed

@@ -4,7 +4,7 @@ The in-process consumers (``server.run_consumers``) run in the supervisor, not i
 worker, so no worker's registry holds their figures. The supervisor serves this share —
 their registry now and its growth over the window, as a :class:`WorkerPart` with no
 destinations and no refusals — as ``GET /status`` on its private socket
-(:func:`proxy.worker_metrics.serving_registry`); the worker that answers
+(:func:`proxy.metrics.workers.serving_registry`); the worker that answers
 ``/api/v1/status`` adds it to the figures, not to the list of workers.
 """
 
@@ -19,10 +19,10 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from proxy.exact_json import dumps
+from proxy.metrics.workers import Handler
+from proxy.validation.exact_json import dumps
 from proxy.web.status.parts import WorkerPart
 from proxy.web.status.rates import RateWindow
-from proxy.worker_metrics import Handler
 
 __all__ = ["SUPERVISOR_PART", "supervisor_status"]
 

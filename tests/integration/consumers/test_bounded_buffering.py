@@ -11,7 +11,7 @@ import orjson
 import pytest
 from confluent_kafka import Producer
 
-from proxy.destinations.archive import finished_files
+from proxy.destinations.archive.destination import finished_files
 from tests.faults.figures import report
 from tests.sample_events import run_event
 from tests.support.consumers import consumer_config, running

@@ -11,8 +11,8 @@ import orjson
 import pytest
 from confluent_kafka import Producer
 
-from proxy.destinations.kafka import event_headers
-from proxy.destinations.order_stamp import ORDER_HEADER, next_stamp
+from proxy.destinations.kafka.destination import event_headers
+from proxy.kafka.order_stamp import ORDER_HEADER, next_stamp
 from proxy.openlineage import event_key
 from tests.doubles.marquez_double import MarquezDouble
 from tests.faults.figures import report

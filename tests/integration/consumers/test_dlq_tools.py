@@ -17,8 +17,8 @@ import orjson
 import pytest
 import yaml
 
-from proxy.embedded_broker import free_port
 from proxy.openlineage import event_key
+from proxy.server.embedded_broker import free_port
 from tests.doubles.marquez_double import MarquezDouble
 from tests.doubles.target_double import TargetDouble
 from tests.sample_events import run_event

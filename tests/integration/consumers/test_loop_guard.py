@@ -11,7 +11,7 @@ import pytest
 from aiohttp import ClientSession
 
 from proxy.destinations.hops import HEADER
-from proxy.embedded_broker import free_port
+from proxy.server.embedded_broker import free_port
 from tests.sample_events import run_event
 from tests.support.consumers import consumer_config, metric, running
 from tests.support.kafka_reader import read_all_produced_so_far

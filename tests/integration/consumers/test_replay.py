@@ -15,8 +15,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from consumers.config import ConsumerConfig
 from consumers.replay import ReplayFilter, parse_time, replay
-from proxy.config import KafkaConfig, ProxyConfig
-from proxy.destinations.archive import ArchiveWriter
+from proxy.config.settings import KafkaConfig, ProxyConfig
+from proxy.destinations.archive.destination import ArchiveWriter
 from tests.doubles.marquez_double import MarquezDouble
 from tests.sample_events import run_event
 from tests.support.kafka_reader import read_topic

@@ -14,8 +14,8 @@ import pytest
 
 import consumers.sorted_day
 from consumers.replay import ReplayFilter, replay
-from proxy.config import ProxyConfig
-from proxy.destinations.archive import ArchiveWriter, finished_files
+from proxy.config.settings import ProxyConfig
+from proxy.destinations.archive.destination import ArchiveWriter, finished_files
 from tests.sample_events import run_event
 from tests.support.kafka_reader import read_topic
 

@@ -11,8 +11,8 @@ import aiohttp
 import pytest
 
 from consumers.run import running_daemons
-from proxy.config import ProxyConfig
-from proxy.embedded_broker import EmbeddedBroker
+from proxy.config.settings import ProxyConfig
+from proxy.server.embedded_broker import EmbeddedBroker
 from tests.doubles.datahub_double import DataHubDouble
 from tests.doubles.marquez_double import MarquezDouble
 from tests.support.brokers import kill

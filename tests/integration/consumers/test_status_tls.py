@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 
 from consumers.run import running_daemons
-from proxy.config import ProxyConfig
+from proxy.config.settings import ProxyConfig
 from tests.certificates import TestCA
 from tests.doubles.marquez_double import MarquezDouble
 from tests.support.consumers import TEST_GROUP

@@ -17,8 +17,8 @@ import orjson
 import pytest
 
 from consumers.replay import ReplayFilter, parse_time, replay
-from proxy.config import ProxyConfig
-from proxy.destinations.archive import ArchiveWriter
+from proxy.config.settings import ProxyConfig
+from proxy.destinations.archive.destination import ArchiveWriter
 from tests.sample_events import run_event
 from tests.support.consumers import (
     assert_in_order_per_run,

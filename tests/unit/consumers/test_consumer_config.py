@@ -7,8 +7,8 @@ import textwrap
 
 import pytest
 
-from proxy.cli import main
-from proxy.config import ConfigError, load_config
+from proxy.cli.main import main
+from proxy.config.settings import ConfigError, load_config
 from proxy.destinations.http.generic import GenericHttpTarget
 from proxy.destinations.http.marquez import MarquezTarget
 

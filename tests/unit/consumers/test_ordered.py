@@ -8,7 +8,7 @@ import orjson
 from confluent_kafka import Message
 
 from consumers.ordered import ConflictGate, Lookahead, ReorderBuffer, entities_of
-from proxy.destinations.order_stamp import ORDER_HEADER, next_stamp
+from proxy.kafka.order_stamp import ORDER_HEADER, next_stamp
 from tests.sample_events import run_event
 
 P0, P1 = ("t", 0), ("t", 1)

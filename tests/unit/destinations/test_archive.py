@@ -20,14 +20,14 @@ import orjson
 import pytest
 
 from proxy.destinations import DeliveryError
-from proxy.destinations.archive import (
+from proxy.destinations.archive.destination import (
     ArchiveDestination,
     ArchiveWriter,
     escape_partition_value,
     event_partition,
     finished_files,
 )
-from proxy.destinations.archive_layout import MAX_PARTITION_VALUE_BYTES, event_date
+from proxy.destinations.archive.layout import MAX_PARTITION_VALUE_BYTES, event_date
 from tests.faults.small_disk import fill, limit_file_size, small_tmpfs
 from tests.sample_events import dataset_event, run_event
 from tests.support.paths import REPO

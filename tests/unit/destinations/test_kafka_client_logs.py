@@ -9,7 +9,7 @@ import re
 import orjson
 import pytest
 
-from proxy.destinations.kafka_client_logs import ClusterLog, failure_reason, kafka_client_config
+from proxy.kafka.client_logs import ClusterLog, failure_reason, kafka_client_config
 from tests.support.paths import REPO
 
 REFUSED = (

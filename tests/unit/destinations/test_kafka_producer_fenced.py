@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from proxy.destinations.kafka_producer import KafkaProducer
-from proxy.embedded_broker import free_port
+from proxy.kafka.producer import KafkaProducer
+from proxy.server.embedded_broker import free_port
 from tests.support.waiting import wait_for
 
 
@@ -42,7 +42,7 @@ async def test_unknown_producer_id_from_poll_replaces_the_producer_without_a_tra
     caplog: pytest.LogCaptureFixture,
 ):
     producer = KafkaProducer({"bootstrap.servers": f"127.0.0.1:{free_port()}"})
-    with caplog.at_level(logging.INFO, logger="proxy.destinations.kafka"):
+    with caplog.at_level(logging.INFO, logger="proxy.destinations.kafka.destination"):
         producer.start()
         first = producer._current
         assert first is not None and first.producer is not None

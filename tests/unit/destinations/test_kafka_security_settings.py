@@ -17,7 +17,7 @@ from consumers.config import ConsumerConfig
 from consumers.daemon import ConsumerDaemon
 from consumers.dlq_tools import reader_settings
 from consumers.kafka_source import consumer_settings
-from proxy.config import load_config
+from proxy.config.settings import load_config
 from proxy.destinations.config import KafkaConfig, producer_settings
 from tests.config_errors import config_refusal
 from tests.support.paths import REPO
@@ -107,7 +107,7 @@ def test_no_module_builds_a_librdkafka_client_except_those_that_take_built_setti
         if built.search(path.read_text())
     }
     assert builders == {
-        "proxy/destinations/kafka_producer.py",
+        "proxy/kafka/producer.py",
         "consumers/kafka_source.py",
         "consumers/dlq_tools.py",
     }

@@ -12,11 +12,11 @@ import orjson
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from proxy.destinations import kafka_spool as kafka_spool_module
 from proxy.destinations.base import DeliveryError
-from proxy.destinations.kafka import KafkaDestination
-from proxy.destinations.kafka_spool import KafkaSpool
-from proxy.destinations.spool import Spool
+from proxy.destinations.kafka import spool_drainer as kafka_spool_module
+from proxy.destinations.kafka.destination import KafkaDestination
+from proxy.destinations.kafka.spool import Spool
+from proxy.destinations.kafka.spool_drainer import KafkaSpool
 from tests.sample_events import run_event
 from tests.support.waiting import wait_for
 

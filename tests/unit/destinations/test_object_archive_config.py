@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from proxy.config import ConfigError, load_config
-from proxy.destinations.object_archive import split_archive_url
+from proxy.config.settings import ConfigError, load_config
+from proxy.destinations.object_archive.destination import split_archive_url
 
 CONFIG = """\
 consumers:

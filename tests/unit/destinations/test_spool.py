@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from proxy.destinations.spool import Spool, SpoolFull, decode_records, encode_record
+from proxy.destinations.kafka.spool import Spool, SpoolFull, decode_records, encode_record
 
 HEADERS = [("ol_kind", b"RunEvent"), ("x-bin", b"\xff\x00")]
 

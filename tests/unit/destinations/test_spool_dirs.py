@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from proxy.destinations.spool_dirs import (
+from proxy.destinations.kafka.spool_dirs import (
     cluster_for,
     record_cluster,
     recorded_cluster,

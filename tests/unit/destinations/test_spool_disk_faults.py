@@ -16,7 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from proxy.destinations.spool import Spool, SpooledRecord, SpoolFull, SpoolStalled, decode_records
+from proxy.destinations.kafka.spool import (
+    Spool,
+    SpooledRecord,
+    SpoolFull,
+    SpoolStalled,
+    decode_records,
+)
 from tests.faults.small_disk import fill, small_tmpfs
 from tests.support.waiting import wait_for
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from proxy.destinations.kafka_spool import SpoolRoots, spool_roots
+from proxy.destinations.kafka.spool_drainer import SpoolRoots, spool_roots
 
 
 def _left_by_earlier_runs(root: Path) -> None:

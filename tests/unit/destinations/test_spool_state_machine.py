@@ -6,7 +6,7 @@ The promise checked: every append the spool confirmed (what the client's 2xx sta
 is delivered by the drain at least once, in order per key, byte for byte; without a crash
 or restart, exactly once; a record delivered before a crash or restart may come once
 more after it (the drain's position within a segment is not kept on disk). Written
-against the public API of :class:`~proxy.destinations.spool.Spool` only.
+against the public API of :class:`~proxy.destinations.kafka.spool.Spool` only.
 
 A crash is what a killed process leaves: the spool's files as they are on disk at that
 moment (the page cache survives a process kill; a machine crash is the fsync test's
@@ -34,7 +34,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from proxy.destinations.spool import Spool, SpooledRecord
+from proxy.destinations.kafka.spool import Spool, SpooledRecord
 
 T = TypeVar("T")
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from proxy.config import KafkaConfig
-from proxy.destinations.archive import finished_files
+from proxy.config.settings import KafkaConfig
+from proxy.destinations.archive.destination import finished_files
 from proxy.destinations.registry import DestinationResources
-from proxy.live_rules import LiveRules
-from proxy.yaml_source import ConfigError
+from proxy.ingest.live_rules import LiveRules
+from proxy.support.yaml_source import ConfigError
 from routing_rules.stats import RoutingStats
 from tests.sample_events import run_event
 

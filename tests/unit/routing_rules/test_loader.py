@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from proxy.yaml_source import ConfigError
+from proxy.support.yaml_source import ConfigError
 from routing_rules.loader import BUILTIN_RULES, load_rules_file
 from tests.support.paths import REPO
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.destinations.kafka_keys import key_function
+from proxy.kafka.keys import key_function
 from proxy.openlineage.paths import MISSING, FieldPath
 from tests.sample_events import dataset_event, job_event, rich_run_event, run_event
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from proxy.cli import main
-from proxy.destinations.kafka_keys import key_function
+from proxy.cli.main import main
+from proxy.kafka.keys import key_function
 from routing_rules.transforms import REDACTED
 from tests.sample_events import rich_run_event, run_event
 from tests.support.paths import REPO

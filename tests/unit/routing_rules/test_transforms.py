@@ -5,8 +5,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from proxy.destinations.kafka import event_headers
-from proxy.live_rules import RulesRouter
+from proxy.destinations.kafka.destination import event_headers
+from proxy.ingest.live_rules import RulesRouter
 from proxy.openlineage.repaired import Repair, RepairedEvent
 from routing_rules.ruleset import Trace
 from routing_rules.transforms import PRODUCER, REDACTED

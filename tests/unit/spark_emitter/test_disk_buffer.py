@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from proxy.embedded_broker import free_port
+from proxy.server.embedded_broker import free_port
 from spark_emitter.buffer import DiskBuffer
 from spark_emitter.delivery import EventSender, open_client
 from tests.support.paths import REPO

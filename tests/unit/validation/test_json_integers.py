@@ -9,8 +9,8 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from proxy.exact_json import dumps, loads
 from proxy.validation import EventValidator
+from proxy.validation.exact_json import dumps, loads
 from tests.unit.validation.spec_oracle import Oracle, reference_run_event
 
 

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from proxy.auth import ANONYMOUS
-from proxy.config import ValidationConfig
-from proxy.metrics import ProxyMetrics
+from proxy.auth.principal import ANONYMOUS
+from proxy.config.settings import ValidationConfig
+from proxy.ingest.pipeline import Accepted, BestEffortQueue, EventPipeline, Rejection
+from proxy.metrics.process import ProxyMetrics
 from proxy.openlineage.repaired import RepairedEvent
-from proxy.pipeline import Accepted, BestEffortQueue, EventPipeline, Rejection
 from proxy.validation import EventValidator
 from proxy.validation.repairs import REPAIR_NAMES, EventRepairer
 from tests.sample_events import dataset_event, facet, rich_run_event
@@ -318,7 +318,7 @@ def test_naive_times_are_read_in_the_configured_zone(
 
 
 def test_an_unknown_naive_time_zone_is_a_config_error(tmp_path) -> None:
-    from proxy.config import ConfigError, load_config
+    from proxy.config.settings import ConfigError, load_config
 
     path = tmp_path / "config.yaml"
     path.write_text("validation:\n  naive_time_zone: Mars/Olympus\n")

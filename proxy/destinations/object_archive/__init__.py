@@ -1,0 +1,1 @@
+"""The object-storage archive destination (S3 API)."""

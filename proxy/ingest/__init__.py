@@ -1,0 +1,1 @@
+"""One event's way in, free of HTTP: authorize, validate and repair, route, deliver."""

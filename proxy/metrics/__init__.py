@@ -1,0 +1,1 @@
+"""Prometheus metrics: one process's registry, the workers' merged view, disk room."""

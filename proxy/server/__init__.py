@@ -1,0 +1,1 @@
+"""The server process: serve, workers under one supervisor, shutdown, the embedded broker."""
