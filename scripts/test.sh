@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install into ./.venv with the test and Spark extras, lint, type-check, and run the whole suite
 # (unit, integration against a real broker, end-to-end with real PySpark); with --quick, the
-# same checks and the quick tier only: the tests that need no JVM (docs/contributing.md).
+# same checks and the quick tier only: the tests that need no JVM (docs/contributing/test-suite.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
