@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install into ./.venv with the test and Spark extras, lint, type-check, and run the whole suite
 # (unit, integration against a real broker, end-to-end with real PySpark); with --quick, the
-# same checks and the quick tier only: the tests that need no JVM (docs/contributing.md).
+# same checks and the quick tier only: the tests that need no JVM (docs/contributing/test-suite.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -64,7 +64,7 @@ scripts/deploy_tools.sh
 # The import contracts of pyproject.toml: fails when an arrow between layers points up.
 .venv/bin/lint-imports
 # The docs site: a broken link, an anchor that moved or a page left out of the nav fails.
-NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$(mktemp -d)"
+NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true .venv/bin/mkdocs build --strict --quiet --site-dir "$(mktemp -d)"
 # In parallel (pytest-xdist): each worker is a session with its own broker, ports and
 # directories (tests/support/); --dist loadgroup keeps each xdist_group (Spark, dbt) on one
 # worker. Most of the suite waits on brokers and processes, so more workers than cores pay;

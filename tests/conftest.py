@@ -166,7 +166,7 @@ def start_proxy(broker: KafkaCluster, start_proxy_on: ProxyFactory) -> ProxyFact
 # run small jobs for seconds to minutes, where the C2 compiler and the parallel collector
 # cost more CPU than they save: the C1 compiler only and the serial collector cut the Spark
 # JVMs' CPU by 43 % on tests/spark/test_official_jar.py (80.6 → 45.6 CPU-seconds,
-# scripts/cpu_profile.py), and the suite is CPU-bound on 2 cores (docs/contributing.md).
+# scripts/cpu_profile.py), and the suite is CPU-bound on 2 cores (docs/contributing/test-suite.md).
 # The `java` launcher reads JDK_JAVA_OPTIONS; flags on a command line (the Kafka brokers')
 # come after it and win. Not a production setting: nothing under test depends on the JIT.
 TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"

@@ -1,6 +1,6 @@
 """Stalled tap readers and a best-effort target that never answers, against the real
 proxy process: its memory stays bounded by ``server.max_queued_bytes`` and comes back
-once the readers are cut off and the target answers again (docs/ingest-limits.md).
+once the readers are cut off and the target answers again (docs/operate/ingest-limits.md).
 
 Three readers open the tap with a 4 KB receive window and then read nothing; the rules
 send every event to Kafka (Tansu) and to an HTTP target that accepts connections and

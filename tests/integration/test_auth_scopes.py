@@ -1,5 +1,5 @@
 """Token scopes per event kind: job namespaces for runs and jobs, dataset namespaces for
-DatasetEvents (docs/guide/configuration.md)."""
+DatasetEvents (docs/get-started/configuration.md)."""
 
 from __future__ import annotations
 

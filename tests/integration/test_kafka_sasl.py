@@ -75,7 +75,7 @@ class Secured:
         return self.cluster.bootstrap_servers
 
     def security(self, **password: str) -> dict[str, str]:
-        """``kafka.producer``'s security keys as docs/guide/kafka.md shows them, for this
+        """``kafka.producer``'s security keys as docs/routing/kafka.md shows them, for this
         cluster's user and CA; ``password``: ``sasl_password=`` or ``sasl_password_env=``."""
         documented = {k: str(v) for k, v in _documented_producer().items()}
         documented.pop("sasl.password_env")
@@ -89,7 +89,7 @@ class Secured:
 
 def _documented_producer() -> dict[str, Any]:
     """``kafka.producer`` of the config.yaml snippet in the guide's security section."""
-    page = (REPO / "docs" / "guide" / "kafka.md").read_text()
+    page = (REPO / "docs" / "routing" / "kafka.md").read_text()
     section = page.split("## Security", 1)[1]
     snippet = section.split('```yaml title="config.yaml"\n', 1)[1].split("```", 1)[0]
     producer: dict[str, Any] = yaml.safe_load(snippet)["kafka"]["producer"]

@@ -66,7 +66,7 @@ async def test_a_record_kafka_refuses_for_good_is_set_aside_and_later_ones_arriv
     assert again.dead_letters == 1 and again.events == 0
     await again.close()
 
-    # What the operator runs (docs/runbooks.md#lineageproxyspooldeadlettered).
+    # What the operator runs (docs/operate/runbooks.md#lineageproxyspooldeadlettered).
     config = tmp_path / "config.yaml"
     config.write_text(
         yaml.safe_dump(

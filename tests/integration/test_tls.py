@@ -1,4 +1,4 @@
-"""HTTPS on the proxy's listener (docs/guide/tls.md): real TLS clients against certificates
+"""HTTPS on the proxy's listener (docs/deploy/tls.md): real TLS clients against certificates
 issued in the test; the certificate re-read on SIGHUP by a real ``lineage-proxy serve``;
 client certificates; tokens given as SHA-256 digests."""
 

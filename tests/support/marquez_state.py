@@ -9,7 +9,7 @@ nodes and edges, fields) are sorted, so two servers that stored the same thing c
 equal. :func:`differences` lists every leaf that differs as ``path: left != right``.
 
 Two kinds of field differ between any two Marquez servers fed the very same events, so
-they are left out of the comparison (and named in docs/consumers/marquez.md): the
+they are left out of the comparison (and named in docs/contributing/marquez-tests.md): the
 ``updatedAt`` a server stamps from its own clock on namespace, job and dataset rows when
 it writes them (:data:`SERVER_CLOCK_FIELDS`; every ``createdAt``, and a run's
 ``updatedAt``, come from event times in the order events arrived, and *are* compared),

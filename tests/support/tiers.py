@@ -1,4 +1,4 @@
-"""The suite's two tiers (docs/contributing.md, "Two tiers"), and the pytest plugin that
+"""The suite's two tiers (docs/contributing/test-suite.md, "Two tiers"), and the pytest plugin that
 assigns them (tests/conftest.py registers it).
 
 A test is in the **full** tier (marker ``full``) when it starts something only the whole
@@ -84,7 +84,7 @@ def require_full(what: str) -> None:
     pytest.fail(
         f"{item.nodeid} starts {what}, which only the full tier has, but is not marked "
         f"`{FULL}`: declare the fixture that starts it with @starts(...), or mark the test "
-        "@pytest.mark.full (tests/support/tiers.py, docs/contributing.md)",
+        "@pytest.mark.full (tests/support/tiers.py, docs/contributing/test-suite.md)",
         pytrace=False,
     )
 

@@ -5,7 +5,7 @@ schemas, and by assertions on the objects it renders for several sets of values.
 What must hold: every proxy pod has its own persistent spool (a StatefulSet claim, never
 an emptyDir or a shared volume), a pod drains its spool before it goes, voluntary
 disruptions take one proxy pod at a time, consumers keep their state on their own
-volumes, and the chart follows the usual conventions (see docs/deploy.md).
+volumes, and the chart follows the usual conventions (see docs/deploy/kubernetes.md).
 """
 
 from __future__ import annotations
@@ -818,13 +818,13 @@ def test_the_statefulset_comment_says_what_parallel_pod_management_does(
 def test_the_runbooks_drain_pod_mounts_the_claim_and_runs_spool_drain(
     rendered: dict[str, str], tmp_path: Path
 ):
-    """docs/runbooks.md#lineageproxyspoolstranded builds a one-off pod from the proxy's
+    """docs/operate/runbooks.md#lineageproxyspoolstranded builds a one-off pod from the proxy's
     pod template with jq: run on the rendered StatefulSet, its program makes a valid Pod
     (kubeconform) that runs `lineage-proxy spool drain` on the chart's config with the
     claim mounted where the spool is, and that no Service selects. Seen failing on the
     old runbook (no drain pod: scale back up only) and with the claim left out of the
     program (no state volume)."""
-    runbook = (REPO / "docs" / "runbooks.md").read_text()
+    runbook = (REPO / "docs" / "operate" / "runbooks.md").read_text()
     match = re.search(r"""jq --arg claim "\$claim" '(.*?)' \\""", runbook, re.S)
     assert match, "the runbook's jq program"
     found = objects(rendered, "defaults")

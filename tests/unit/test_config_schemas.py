@@ -42,8 +42,8 @@ def test_committed_schema_is_what_the_models_generate(name):
 
 
 def test_committed_configuration_reference_is_what_the_models_generate():
-    committed = (REPO / "docs" / "configuration.md").read_text()
-    assert committed == config_reference(), f"docs/configuration.md {REGENERATE}"
+    committed = (REPO / "docs" / "reference" / "configuration.md").read_text()
+    assert committed == config_reference(), f"docs/reference/configuration.md {REGENERATE}"
 
 
 @pytest.mark.parametrize(

@@ -29,7 +29,7 @@ DEPLOY = REPO / "deploy"
 DASHBOARD = DEPLOY / "grafana" / "lineage-proxy-dashboard.json"
 ALERTS = DEPLOY / "prometheus" / "lineage-proxy-alerts.yaml"
 ALERT_TESTS = DEPLOY / "prometheus" / "lineage-proxy-alerts.test.yaml"
-RUNBOOKS = REPO / "docs" / "runbooks.md"
+RUNBOOKS = REPO / "docs" / "operate" / "runbooks.md"
 
 _SERIES_SUFFIXES = {
     "counter": ("_total", "_created"),
@@ -158,8 +158,8 @@ def test_every_alert_links_a_runbook_section_that_exists():
         assert rule["annotations"]["summary"], rule["alert"]
         url = rule["annotations"]["runbook_url"]
         page, anchor = url.split("#")
-        assert page == "docs/runbooks.md" and anchor == rule["alert"].lower(), url
-        assert anchor in anchors, f"{url}: no such section in docs/runbooks.md"
+        assert page == "docs/operate/runbooks.md" and anchor == rule["alert"].lower(), url
+        assert anchor in anchors, f"{url}: no such section in docs/operate/runbooks.md"
 
 
 def _runbook(alert: str) -> str:

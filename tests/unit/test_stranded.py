@@ -74,7 +74,7 @@ def test_no_record_or_an_unreadable_one_reports_nothing(tmp_path: Path):
 
 
 async def test_spool_list_shows_the_record_while_its_events_wait(tmp_path: Path):
-    """What an operator sees in a pod that mounts a claim (docs/runbooks.md): the spool
+    """What an operator sees in a pod that mounts a claim (docs/operate/runbooks.md): the spool
     and the record of who left it, the record gone once the spool is empty. Seen
     failing with spool list not reading the record."""
     root = tmp_path / "spool"

@@ -4,7 +4,7 @@ event-time order. What Marquez stored, and in which order, is read from its own 
 (``lineage_events`` by ``created_at``: it stores an event before it answers 201).
 
 The other consumer tests keep the Marquez double, for what the real server cannot be made
-to do on demand (docs/consumers/marquez.md, "The Marquez double").
+to do on demand (docs/contributing/marquez-tests.md, "The Marquez double").
 """
 
 from __future__ import annotations
