@@ -46,7 +46,7 @@ _OBJECT_LISTS = {
 }
 _ENUMS: dict[str, list[str]] = {
     "image.pullPolicy": ["Always", "IfNotPresent", "Never"],
-    "proxy.support.tls.clientCert": ["none", "optional"],
+    "proxy.tls.clientCert": ["none", "optional"],
     "proxy.service.type": ["ClusterIP", "NodePort", "LoadBalancer"],
 }
 _SECRET_ENV = {

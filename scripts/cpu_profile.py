@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Run a command and say where the machine's CPU went while it ran.
 
-The suite's budget (docs/contributing/test-suite.md) is wall time on a 2-core machine; when the cores
-are busy all along, only less CPU work makes it faster, and this shows which processes do
+The suite's budget (docs/contributing/test-suite.md) is wall time on a 2-core machine; when the
+cores are busy all along, only less CPU work makes it faster, and this shows which processes do
 that work: every process is sampled once a second from /proc (its own user + system time,
 its command line), then summed by kind (the Kafka, Marquez, Spark and S3Proxy JVMs,
 PostgreSQL, Chromium, the proxy processes the tests start, pytest's workers). A process

@@ -735,7 +735,7 @@ _ABOUT: dict[tuple[str, ...], tuple[str | None, str]] = {
     ("config-reference",): (
         "Prints the configuration reference as Markdown: every key of config.yaml and of a "
         "rules file, with its type, default and description.",
-        "lineage-proxy config-reference > docs/configuration.md",
+        "lineage-proxy config-reference > docs/reference/configuration.md",
     ),
     ("spark",): (
         "Spark jobs over the archive: compaction to Parquet and the lineage graph tables.",

@@ -3,7 +3,7 @@
 Both are generated from the pydantic models that load config.yaml
 (:class:`~proxy.config.settings.ProxyConfig`) and rules files
 (:class:`~routing_rules.schema.RulesFile`), so they cannot drift from what the loader
-accepts; the committed copies (``schemas/*.schema.json``, ``docs/configuration.md``) are
+accepts; the committed copies (``schemas/*.schema.json``, ``docs/reference/configuration.md``) are
 checked against a fresh generation by the tests, and ``scripts/config_docs.sh`` rewrites
 them.
 

@@ -69,13 +69,13 @@ class ServerConfig(StrictModel):
     # Request bytes this process holds at once, over every connection: bodies as read
     # plus what gzip/deflate bodies inflate to, held until each request is answered.
     # Past it a request gets 503 + Retry-After (413 if it alone needs more). The events
-    # parsed from those bytes take a few times as much again (docs/ingest-limits.md).
+    # parsed from those bytes take a few times as much again (docs/operate/ingest-limits.md).
     max_bytes_in_flight: Annotated[int, Field(gt=0)] = 128 * MiB
     # Bytes of events the process holds in queues nobody waits on: each tap reader's,
     # the tap's outboxes to other workers, best-effort deliveries (queued or being
     # sent). An event counts its JSON size; one that does not fit is dropped for that
     # queue and counted, and a tap reader that read nothing for 10 s then is cut off.
-    # Held as objects the events take up to about twice this (docs/ingest-limits.md).
+    # Held as objects the events take up to about twice this (docs/operate/ingest-limits.md).
     max_queued_bytes: Annotated[int, Field(gt=0)] = DEFAULT_MAX_QUEUED_BYTES
     # Most events in one /api/v1/lineage/batch request; more gets 413.
     max_batch_events: Annotated[int, Field(gt=0)] = 10_000

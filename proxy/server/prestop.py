@@ -84,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"after {args.timeout:g} s the spool still holds events in {', '.join(map(str, left))}"
         f" ({recorded}): Kafka did not take them. They stay on this pod's volume: scale back"
         " up so that a pod with it starts again, or run `lineage-proxy spool drain` in a pod"
-        " that mounts it (docs/runbooks.md#lineageproxyspoolstranded)",
+        " that mounts it (docs/operate/runbooks.md#lineageproxyspoolstranded)",
         file=sys.stderr,
     )
     return 1

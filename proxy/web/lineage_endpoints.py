@@ -39,7 +39,7 @@ _YIELD_EVERY = 64
 
 
 # Said with a 2xx when Kafka could not confirm in time and the event waits, fsynced, in
-# the proxy's local spool (docs/guide/durability.md).
+# the proxy's local spool (docs/clients/durability.md).
 _SPOOLED = {"X-Lineage-Spooled": "true"}
 
 

@@ -22,7 +22,7 @@ segment's fsynced length: a refused write (disk full, I/O error) is cut back wit
 ``ftruncate`` and leaves nothing behind in memory, so the spool's byte, event and per-key
 counts are always those of the records on disk. An append not fsynced within
 ``write_timeout_seconds`` (a stalled disk) fails, and while a write is stuck new appends
-fail at once. See docs/spool.md for the guarantees.
+fail at once. See docs/operate/spool.md for the guarantees.
 
 Beside the segments: ``cursor`` (where the drainer got to, so a restart does not resend a
 drained segment prefix) and ``dead-letters.spool`` (records Kafka refused for good, in the

@@ -272,7 +272,7 @@ class KafkaSpool:
             self.dead_lettered_total += 1
             log.error(
                 "spool: Kafka refuses a spooled event for good (%s): topic %s, key %.200r, "
-                "%d bytes; set aside in %s so the drain goes on — see docs/spool.md",
+                "%d bytes; set aside in %s so the drain goes on — see docs/operate/spool.md",
                 reason,
                 record.topic,
                 record.key,

@@ -37,6 +37,7 @@ def test_other_values_are_not_integers(text: bytes, oracle: Oracle) -> None:
 
 
 def test_what_is_stored_for_a_whole_float_is_stated_in_docs_repairs() -> None:
-    # docs/clients/validation.md "Numbers and the JSON text": the value is kept, its spelling may change.
+    # docs/clients/validation.md "Numbers and the JSON text": the value is kept, its spelling may
+    # change.
     assert dumps(loads(_with_row_count(b"1E3"))).count(b'"rowCount":1000.0') == 1
     assert dumps(loads(_with_row_count(b"1000.0"))).count(b'"rowCount":1000.0') == 1
