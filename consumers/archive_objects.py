@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from consumers.config import ConsumerConfig
-from proxy.destinations.config import ObjectArchiveDestinationConfig
+from proxy.destinations.object_archive.config import ObjectArchiveDestinationConfig
 from proxy.destinations.object_archive.destination import config_client, s3_client
 
 if TYPE_CHECKING:

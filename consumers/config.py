@@ -13,14 +13,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, field_validator
 
-from proxy.destinations.config import (
-    ArchiveDestinationConfig,
-    DestinationConfig,
-    HttpDestinationConfig,
-    KafkaDestinationConfig,
-    ObjectArchiveDestinationConfig,
-)
+from proxy.destinations.archive.config import ArchiveDestinationConfig
+from proxy.destinations.http.config import HttpDestinationConfig
 from proxy.destinations.http.targets import HttpTargetConfig
+from proxy.destinations.kafka.config import KafkaDestinationConfig
+from proxy.destinations.kinds import DestinationConfig
+from proxy.destinations.object_archive.config import ObjectArchiveDestinationConfig
 from proxy.destinations.retry_config import BreakerConfig, RetryConfig
 from proxy.support.strict import StrictModel
 from proxy.support.tls import TlsConfig

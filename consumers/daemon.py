@@ -50,12 +50,12 @@ from consumers.offsets import OffsetTracker
 from consumers.ordered import ConflictGate, Lookahead, ReorderBuffer
 from consumers.poison import checked_event, parse_event
 from proxy.destinations.base import DeliveryError
-from proxy.destinations.config import KafkaConfig, SpoolConfig, producer_settings
 from proxy.destinations.hops import carrying, hops_from_kafka
 from proxy.destinations.registry import DestinationResources, build_destination
 from proxy.destinations.retry import CircuitBreaker, CircuitState, RetryingDestination
 from proxy.kafka.client_logs import failure_reason
 from proxy.kafka.producer import KafkaProducer
+from proxy.kafka.settings import KafkaConfig, SpoolConfig, producer_settings
 from proxy.support.logs import CONSUMER, DESTINATION
 from proxy.support.throttled_log import ThrottledLog
 

@@ -27,8 +27,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 
 from consumers.config import ConsumerConfig
 from consumers.replay import ReplayResult, replay_target, send_one
-from proxy.destinations.config import KafkaConfig, connection_settings
 from proxy.kafka.client_logs import kafka_client_config
+from proxy.kafka.settings import KafkaConfig, connection_settings
 from proxy.support.yaml_source import ConfigError
 
 __all__ = [

@@ -35,8 +35,8 @@ from typing import Any, Protocol
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from consumers.offsets import decode_done
-from proxy.destinations.config import connection_settings, resolve_env_settings
 from proxy.kafka.client_logs import cluster_log, kafka_client_config
+from proxy.kafka.settings import connection_settings, resolve_env_settings
 
 __all__ = ["PREFETCH_SETTINGS", "KafkaSource", "SourceHandler", "consumer_settings"]
 

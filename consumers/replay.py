@@ -50,16 +50,12 @@ from proxy.destinations.archive.destination import (
     is_finished_file,
 )
 from proxy.destinations.base import DeliveryError, Destination
-from proxy.destinations.config import (
-    DestinationConfig,
-    HttpDestinationConfig,
-    KafkaConfig,
-    KafkaDestinationConfig,
-    SpoolConfig,
-)
+from proxy.destinations.kafka.config import KafkaDestinationConfig
+from proxy.destinations.kinds import DestinationConfig
 from proxy.destinations.object_archive.destination import split_archive_url
 from proxy.destinations.registry import DestinationResources, build_destination
 from proxy.destinations.retry import CircuitBreaker
+from proxy.kafka.settings import KafkaConfig, SpoolConfig
 from proxy.openlineage import subject_name
 from proxy.openlineage.rejected import rejected_event
 from proxy.support.yaml_source import ConfigError
@@ -385,16 +381,10 @@ def _with_attempts(config: DestinationConfig, max_attempts: int | None) -> Desti
     """``config`` with its retry policy giving up after ``max_attempts`` (None: as is)."""
     if max_attempts is None:
         return config
-    if isinstance(config, HttpDestinationConfig):
-        retry = config.target.retry.model_copy(update={"max_attempts": max_attempts})
-        return config.model_copy(
-            update={"target": config.target.model_copy(update={"retry": retry})}
-        )
-    if config.retry is None:
+    retry = config.retry_policy()
+    if retry is None:
         return config
-    return config.model_copy(
-        update={"retry": config.retry.model_copy(update={"max_attempts": max_attempts})}
-    )
+    return config.with_retry_policy(retry.model_copy(update={"max_attempts": max_attempts}))
 
 
 async def _require_topic(resources: DestinationResources, topic: str) -> None:

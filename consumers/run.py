@@ -19,7 +19,7 @@ from consumers.config import ConsumerConfig
 from consumers.daemon import ConsumerDaemon
 from consumers.metrics import DaemonsCollector
 from consumers.status import status_app
-from proxy.destinations.config import KafkaConfig
+from proxy.kafka.settings import KafkaConfig
 from proxy.support.tls import ReloadableTls
 from proxy.support.yaml_source import ConfigError
 

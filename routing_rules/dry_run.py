@@ -16,15 +16,8 @@ from typing import Any
 
 import orjson
 
-from proxy.destinations.archive.layout import archive_directory, event_partition
-from proxy.destinations.config import (
-    ArchiveDestinationConfig,
-    DestinationConfig,
-    HttpDestinationConfig,
-    KafkaDestinationConfig,
-    ObjectArchiveDestinationConfig,
-)
-from proxy.kafka.keys import KeyFunction, key_function
+from proxy.destinations.config import DryRunDefaults
+from proxy.destinations.kinds import DestinationConfig
 from proxy.openlineage.rejected import rejected_envelope
 from proxy.openlineage.repaired import Repair, RepairedEvent
 from proxy.validation import EventValidator
@@ -135,16 +128,10 @@ class DryRun:
         archive_root: Path,
     ) -> None:
         self.configs: dict[str, DestinationConfig] = dict(rules.destinations)
-        self.keys: dict[str, KeyFunction] = {
-            name: key_function(config.key)
-            for name, config in self.configs.items()
-            if isinstance(config, KafkaDestinationConfig)
-        }
         self.ruleset = compile_rules(rules, lambda name: name, RoutingStats(), source=source)
         self.validator = validator
         self.repairer = repairer
-        self.default_topic = default_topic
-        self.archive_root = archive_root
+        self.defaults = DryRunDefaults(topic=default_topic, archive_root=archive_root)
 
     def outcomes(self, label: str, document: Any) -> Iterator[Outcome]:
         """One outcome per event; a JSON array is a batch, labelled ``label[i]``."""
@@ -190,13 +177,4 @@ class DryRun:
         return [Delivery(name, self.configs[name].kind, self._where(name, event)) for name in names]
 
     def _where(self, name: str, event: dict[str, Any]) -> dict[str, Any]:
-        config = self.configs[name]
-        if isinstance(config, KafkaDestinationConfig):
-            return {"topic": config.topic or self.default_topic, "key": self.keys[name](event)}
-        if isinstance(config, ArchiveDestinationConfig):
-            directory = archive_directory(config.directory, self.archive_root)
-            return {"directory": str(directory), "partition": event_partition(event)}
-        if isinstance(config, ObjectArchiveDestinationConfig):
-            return {"bucket": config.bucket, "prefix": config.key_prefix(event_partition(event))}
-        assert isinstance(config, HttpDestinationConfig)
-        return {"target": config.target.kind, "url": config.target.endpoint()}
+        return self.configs[name].dry_run(event, self.defaults)

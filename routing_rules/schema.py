@@ -17,7 +17,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
-from proxy.destinations.config import DestinationConfig
+from proxy.destinations.kinds import DestinationConfig
 from proxy.openlineage import EventKind
 from proxy.openlineage.paths import FieldPath
 from proxy.support.strict import StrictModel

@@ -9,6 +9,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from proxy.config.settings import ProxyConfig
+from proxy.destinations.archive.config import ArchiveDestinationConfig
 from routing_rules.loader import BUILTIN_RULES, load_rules_file
 
 __all__ = ["CONFIG_INPUTS", "config_leaves", "used_paths"]
@@ -58,7 +59,7 @@ def used_paths(config: ProxyConfig, command: list[str]) -> dict[str, Path]:
     if serves:
         rules = load_rules_file(config.routing.rules or BUILTIN_RULES)
         for name, destination in rules.destinations.items():
-            if destination.kind == "archive":
+            if isinstance(destination, ArchiveDestinationConfig):
                 directory = config.routing.archive_root / destination.directory
                 paths[f"rules destination {name}"] = directory
     return paths

@@ -32,8 +32,8 @@ from proxy.config.settings import ProxyConfig, load_config
 from proxy.support.logs import setup_logging
 
 if TYPE_CHECKING:
-    from proxy.destinations.config import KafkaConfig
     from proxy.destinations.kafka.spool_dirs import SpoolContents
+    from proxy.kafka.settings import KafkaConfig
 
 __all__ = ["add_spool_commands"]
 
@@ -235,11 +235,11 @@ async def _drain(
 
 async def _drain_one(directory: Path, kafka: KafkaConfig, servers: str, wait_seconds: float) -> int:
     """Forward ``directory``'s records to ``servers``; return how many are left."""
-    from proxy.destinations.config import producer_settings
     from proxy.destinations.kafka.spool import Spool
     from proxy.destinations.kafka.spool_drainer import KafkaSpool
     from proxy.kafka.client_logs import failure_reason
     from proxy.kafka.producer import KafkaProducer
+    from proxy.kafka.settings import producer_settings
 
     producer = KafkaProducer(producer_settings(servers, kafka.producer))
     producer.start()

@@ -18,7 +18,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from consumers.config import ConsumerConfig
 from proxy.auth.config import AuthConfig, TokenConfig
-from proxy.destinations.config import KafkaConfig, SpoolConfig
+from proxy.kafka.settings import KafkaConfig, SpoolConfig
 from proxy.support.queued_bytes import DEFAULT_MAX_QUEUED_BYTES
 from proxy.support.strict import StrictModel
 from proxy.support.tls import TlsConfig

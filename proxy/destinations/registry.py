@@ -1,8 +1,8 @@
-"""Destination kinds (kafka, archive, object_archive, http): ``kind`` → builder, and the
-resources they share.
+"""From a destination's config to a live destination, and the resources the kinds share.
 
-The configs are :mod:`proxy.destinations.config` (pure, read by rules files and consumers);
-:func:`build_destination` turns one into a live :class:`Destination`. Kafka
+The configs are the kinds' models (:mod:`proxy.destinations.kinds`, pure, read by rules
+files and consumers); :func:`build_destination` imports the module a model names as its
+``runtime`` and calls its ``build``, then wraps the result in the one retry loop. Kafka
 destinations share one producer unless their ``producer`` overrides differ; relative
 archive directories are placed under the configured archive root.
 """
@@ -11,25 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import importlib
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from proxy.destinations.archive.destination import archive_destination
 from proxy.destinations.base import Destination
-from proxy.destinations.config import (
-    ArchiveDestinationConfig,
-    DestinationConfig,
-    HttpDestinationConfig,
-    KafkaConfig,
-    KafkaDestinationConfig,
-    ObjectArchiveDestinationConfig,
-    producer_settings,
-)
-from proxy.destinations.http.destination import HttpDestination
-from proxy.destinations.kafka.destination import KafkaDestination
 from proxy.destinations.kafka.spool import Spool, SpoolLocked
 from proxy.destinations.kafka.spool_dirs import (
     cluster_for,
@@ -38,11 +27,11 @@ from proxy.destinations.kafka.spool_dirs import (
     spool_directory,
 )
 from proxy.destinations.kafka.spool_drainer import KafkaSpool, SpoolRoots
-from proxy.destinations.object_archive.destination import object_archive_destination
+from proxy.destinations.kinds import DestinationConfig
 from proxy.destinations.retry import CircuitBreaker, OnRetry, RetryingDestination
 from proxy.kafka.client_logs import failure_reason
-from proxy.kafka.keys import key_function
 from proxy.kafka.producer import KafkaProducer
+from proxy.kafka.settings import KafkaConfig, producer_settings
 
 __all__ = ["DestinationResources", "build_destination"]
 
@@ -219,53 +208,6 @@ class DestinationResources:
         self._producers.clear()
 
 
-async def _build_kafka(
-    name: str, config: KafkaDestinationConfig, resources: DestinationResources
-) -> Destination:
-    producer = resources.producer(config.producer, config.bootstrap_servers)
-    topic = config.topic or resources.kafka.topic
-    await resources.ensure_topic(producer, topic, config)
-    return KafkaDestination(
-        name,
-        producer,
-        topic,
-        key_for=key_function(config.key),
-        extra_headers=config.headers,
-        spool=await resources.spool_for(producer),
-        spool_after_seconds=resources.kafka.spool.after_seconds,
-    )
-
-
-async def _build_archive(
-    name: str, config: ArchiveDestinationConfig, resources: DestinationResources
-) -> Destination:
-    return archive_destination(name, config, resources.archive_root)
-
-
-async def _build_object_archive(
-    name: str, config: ObjectArchiveDestinationConfig, resources: DestinationResources
-) -> Destination:
-    return object_archive_destination(name, config)
-
-
-async def _build_http(
-    name: str, config: HttpDestinationConfig, resources: DestinationResources
-) -> Destination:
-    destination = HttpDestination(name, config.target)
-    # Durability is the route's promise, not the adapter's: a required target makes the
-    # client's answer wait for it like Kafka and the archive.
-    destination.durable = config.required
-    return destination
-
-
-_BUILDERS: dict[str, Callable[[str, Any, DestinationResources], Any]] = {
-    "kafka": _build_kafka,
-    "archive": _build_archive,
-    "object_archive": _build_object_archive,
-    "http": _build_http,
-}
-
-
 async def build_destination(
     name: str,
     config: DestinationConfig,
@@ -280,10 +222,12 @@ async def build_destination(
     and for routes and consumers alike: retried per the policy and paced by ``breaker``
     (a fresh one by default).
     """
-    destination: Destination = await _BUILDERS[config.kind](name, config, resources)
-    if config.retry is not None:
+    build = importlib.import_module(type(config).runtime).build
+    destination: Destination = await build(name, config, resources)
+    retry = config.retry_policy()
+    if retry is not None:
         destination = RetryingDestination(
-            destination, config.retry, breaker=breaker or CircuitBreaker(), on_retry=on_retry
+            destination, retry, breaker=breaker or CircuitBreaker(), on_retry=on_retry
         )
     await destination.start()
     return destination

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from proxy.destinations import Destination
-from proxy.destinations.config import DestinationConfig
+from proxy.destinations.kinds import DestinationConfig
 from proxy.destinations.registry import DestinationResources, build_destination
 from proxy.openlineage.repaired import RepairedEvent
 from proxy.support.file_state import FileState, file_state

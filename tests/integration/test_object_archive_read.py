@@ -21,7 +21,7 @@ import yaml
 
 from consumers.replay import ReplayFilter, parse_time, replay
 from proxy.config.settings import ProxyConfig
-from proxy.destinations.config import ObjectArchiveDestinationConfig
+from proxy.destinations.object_archive.config import ObjectArchiveDestinationConfig
 from proxy.destinations.object_archive.destination import ObjectArchiveWriter
 from tests.doubles.marquez_double import MarquezDouble
 from tests.sample_events import run_event

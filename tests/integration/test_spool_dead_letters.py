@@ -13,10 +13,10 @@ import orjson
 import pytest
 import yaml
 
-from proxy.destinations.config import producer_settings
 from proxy.destinations.kafka.spool import DEAD_LETTER_FILE, REFUSED_HEADER, Spool, decode_records
 from proxy.destinations.kafka.spool_drainer import KafkaSpool, SpoolMetrics
 from proxy.kafka.producer import KafkaProducer
+from proxy.kafka.settings import producer_settings
 from tests.support.cli import run_cli
 from tests.support.kafka_reader import read_all_produced_so_far
 from tests.support.waiting import eventually

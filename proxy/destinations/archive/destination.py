@@ -55,8 +55,9 @@ import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from proxy.destinations.archive.config import ArchiveDestinationConfig
 from proxy.destinations.archive.layout import (
     DEFAULT_PARTITION,
     IN_PROGRESS_SUFFIX,
@@ -70,16 +71,18 @@ from proxy.destinations.archive.layout import (
     is_finished_file,
 )
 from proxy.destinations.base import DeliveryError, Destination
-from proxy.destinations.config import ArchiveDestinationConfig
 from proxy.destinations.disk_writes import disk_accepts, fsync_directory, write_all
 from proxy.support.throttled_log import ThrottledLog
+
+if TYPE_CHECKING:
+    from proxy.destinations.registry import DestinationResources
 
 __all__ = [
     "DEFAULT_PARTITION",
     "IN_PROGRESS_SUFFIX",
     "ArchiveDestination",
     "ArchiveWriter",
-    "archive_destination",
+    "build",
     "escape_partition_value",
     "event_partition",
     "finished_files",
@@ -563,13 +566,13 @@ class ArchiveDestination(Destination):
         await self.writer.close()
 
 
-def archive_destination(
-    name: str, config: ArchiveDestinationConfig, root: Path
+async def build(
+    name: str, config: ArchiveDestinationConfig, resources: DestinationResources
 ) -> ArchiveDestination:
-    """An (unstarted) archive destination; a relative directory is placed under ``root``.
-    Also used by the consumer daemons' ``archive`` target."""
+    """An (unstarted) archive destination, for a route or a consumer's ``archive`` target;
+    a relative directory is placed under the archive root of config.yaml."""
     writer = ArchiveWriter(
-        archive_directory(config.directory, root),
+        archive_directory(config.directory, resources.archive_root),
         gzip=config.gzip,
         max_file_bytes=config.max_file_bytes,
         max_file_age_seconds=config.max_file_age_seconds,

@@ -13,14 +13,18 @@ import asyncio
 import email.utils
 import time
 from collections.abc import Coroutine, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
 from proxy.destinations.base import DeliveryError, Destination, Unfit
 from proxy.destinations.hops import outgoing_headers
+from proxy.destinations.http.config import HttpDestinationConfig
 from proxy.destinations.http.target import CannotTake, HttpTarget, Verdict
 from proxy.destinations.retry import CircuitBreaker, OnRetry, RetryingDestination
+
+if TYPE_CHECKING:
+    from proxy.destinations.registry import DestinationResources
 
 __all__ = ["EXCERPT_BYTES", "HttpDeliveryError", "HttpDestination", "parse_retry_after"]
 
@@ -151,6 +155,18 @@ class HttpDestination(Destination):
             # Let the connector's transports finish closing (aiohttp's advice).
             await asyncio.sleep(0)
             self._session = None
+
+
+async def build(
+    name: str, config: HttpDestinationConfig, resources: DestinationResources
+) -> HttpDestination:
+    """An (unstarted) HTTP destination for a route or a consumer (it needs none of
+    ``resources``)."""
+    destination = HttpDestination(name, config.target)
+    # Durability is the route's promise, not the adapter's: a required target makes the
+    # client's answer wait for it like Kafka and the archive.
+    destination.durable = config.required
+    return destination
 
 
 def http_destination(

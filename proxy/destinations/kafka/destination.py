@@ -10,7 +10,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
@@ -18,15 +18,20 @@ from confluent_kafka.admin import AdminClient
 from proxy.destinations.base import DeliveryError, Destination, TooLarge
 from proxy.destinations.deliver_each import deliver_each
 from proxy.destinations.hops import kafka_headers as hop_headers
+from proxy.destinations.kafka.config import KafkaDestinationConfig
 from proxy.destinations.kafka.spool import SpoolRefused
 from proxy.destinations.kafka.spool_drainer import KafkaSpool
 from proxy.kafka.client_logs import CHECK_CREDENTIALS, cluster_log
+from proxy.kafka.keys import key_function
 from proxy.kafka.order_stamp import ORDER_HEADER, next_stamp
 from proxy.kafka.producer import KafkaProducer, refused_for_good
 from proxy.kafka.replicas import replication_shortfall
 from proxy.openlineage import event_key, event_kind, subject_name
 from proxy.openlineage.repaired import RepairedEvent
 from proxy.openlineage.times import utc_timestamp
+
+if TYPE_CHECKING:
+    from proxy.destinations.registry import DestinationResources
 
 __all__ = [
     "RECORD_RESERVE_BYTES",
@@ -460,3 +465,22 @@ class KafkaDestination(Destination):
             self._watcher.cancel()
             await asyncio.gather(self._watcher, return_exceptions=True)
             self._watcher = None
+
+
+async def build(
+    name: str, config: KafkaDestinationConfig, resources: DestinationResources
+) -> KafkaDestination:
+    """An (unstarted) Kafka destination: the cluster's shared producer (a separate one when
+    ``producer`` overrides differ), its topic ensured, the cluster's spool in front."""
+    producer = resources.producer(config.producer, config.bootstrap_servers)
+    topic = config.topic or resources.kafka.topic
+    await resources.ensure_topic(producer, topic, config)
+    return KafkaDestination(
+        name,
+        producer,
+        topic,
+        key_for=key_function(config.key),
+        extra_headers=config.headers,
+        spool=await resources.spool_for(producer),
+        spool_after_seconds=resources.kafka.spool.after_seconds,
+    )

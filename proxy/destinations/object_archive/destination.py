@@ -43,8 +43,11 @@ from typing import TYPE_CHECKING, Any
 from proxy.destinations.archive.destination import gzip_member
 from proxy.destinations.archive.layout import archive_file_name, event_partition
 from proxy.destinations.base import DeliveryError, Destination
-from proxy.destinations.config import ObjectArchiveDestinationConfig
+from proxy.destinations.object_archive.config import ObjectArchiveDestinationConfig
 from proxy.support.secrets import secret_value
+
+if TYPE_CHECKING:
+    from proxy.destinations.registry import DestinationResources
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -52,8 +55,8 @@ if TYPE_CHECKING:
 __all__ = [
     "ObjectArchiveDestination",
     "ObjectArchiveWriter",
+    "build",
     "config_client",
-    "object_archive_destination",
     "s3_client",
     "split_archive_url",
 ]
@@ -409,8 +412,8 @@ class ObjectArchiveDestination(Destination):
         await self.writer.close()
 
 
-def object_archive_destination(
-    name: str, config: ObjectArchiveDestinationConfig
+async def build(
+    name: str, config: ObjectArchiveDestinationConfig, resources: DestinationResources
 ) -> ObjectArchiveDestination:
-    """An (unstarted) object archive destination."""
+    """An (unstarted) object archive destination (it needs none of ``resources``)."""
     return ObjectArchiveDestination(name, ObjectArchiveWriter(config, name))

@@ -18,7 +18,7 @@ from consumers.daemon import ConsumerDaemon
 from consumers.dlq_tools import reader_settings
 from consumers.kafka_source import consumer_settings
 from proxy.config.settings import load_config
-from proxy.destinations.config import KafkaConfig, producer_settings
+from proxy.kafka.settings import KafkaConfig, producer_settings
 from tests.config_errors import config_refusal
 from tests.support.paths import REPO
 
