@@ -334,7 +334,7 @@ class KafkaSource:
         return True
 
     def _kafka_error(self, error: KafkaError) -> None:
-        # Logged already, throttled, by the cluster's log (kafka_client_logs): here only
+        # Logged already, throttled, by the cluster's log (proxy/kafka/client_logs.py): here only
         # what /healthz reports.
         if error.code() in (KafkaError._ALL_BROKERS_DOWN, KafkaError._AUTHENTICATION):
             if self.unreachable_since is None:

@@ -126,7 +126,7 @@ class KafkaProducer:
             generation.fatal = generation.fatal or err
         elif err.code() == KafkaError._ALL_BROKERS_DOWN:
             self.brokers_down = True
-        # The cluster's log (kafka_client_logs) has reported the error, throttled.
+        # The cluster's log (proxy/kafka/client_logs.py) has reported the error, throttled.
 
     def _on_delivery(
         self,
