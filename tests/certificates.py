@@ -7,7 +7,6 @@ import asyncio
 import hashlib
 import socket
 import ssl
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +17,8 @@ from cryptography.hazmat.primitives.serialization import (
     load_pem_private_key,
     pkcs12,
 )
+
+from tests.support.waiting import read_eventually
 
 __all__ = ["Issued", "TestCA", "fingerprint_of"]
 
@@ -100,7 +101,10 @@ class TestCA:
     async def wait_until_served(self, url: str, fingerprint: str) -> None:
         """Until a new connection to ``url`` is shown the certificate ``fingerprint``
         (at most 30 s)."""
-        deadline = time.monotonic() + 30
-        while (served := await asyncio.to_thread(self.served_fingerprint, url)) != fingerprint:
-            assert time.monotonic() < deadline, f"still serving {served}"
-            await asyncio.sleep(0.1)
+        served = await read_eventually(
+            lambda: asyncio.to_thread(self.served_fingerprint, url),
+            lambda served: served == fingerprint,
+            within=30,
+            interval=0.1,
+        )
+        assert served == fingerprint, f"still serving {served}"

@@ -8,7 +8,6 @@ proxy answers 2xx again, and every acknowledged event is in the archive as it wa
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections import Counter
 from pathlib import Path
@@ -22,6 +21,7 @@ from tests.faults.figures import report
 from tests.faults.small_disk import fill, small_tmpfs
 from tests.sample_events import rich_run_event
 from tests.support.load import compare, post_events
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -130,8 +130,8 @@ async def test_readyz_follows_the_archive_disk(start_proxy, tmp_path: Path):
                 assert response.status == 503
             assert await readyz(session, url) == 503
             filler.unlink()
-            for _ in range(50):
-                if await readyz(session, url) == 200:
-                    break
-                await asyncio.sleep(0.1)
-            assert await readyz(session, url) == 200
+
+            async def ready_again() -> bool:
+                return await readyz(session, url) == 200
+
+            await wait_for(ready_again, what="/readyz 200 once the disk is freed")

@@ -20,6 +20,7 @@ from tests.faults.figures import report
 from tests.sample_events import run_event
 from tests.support.brokers import kill
 from tests.support.load import LoadResult, compare, kafka_run_ids, post_events
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -48,12 +49,10 @@ async def _watch_readiness(session: ClientSession, url: str, seconds: float) -> 
 
 
 async def _ready_within(session: ClientSession, url: str, seconds: float) -> bool:
-    until = time.monotonic() + seconds
-    while time.monotonic() < until:
-        if await _readiness(session, url) == 200:
-            return True
-        await asyncio.sleep(0.5)
-    return False
+    async def ready() -> bool:
+        return await _readiness(session, url) == 200
+
+    return await eventually(ready, within=seconds, interval=0.5)
 
 
 def _recovery(load: LoadResult, since: float) -> float | None:

@@ -36,6 +36,7 @@ from tests.sample_events import event_identity, one_run, run_event
 from tests.support.kafka_reader import read_all_produced_so_far
 from tests.support.load import LoadResult, compare, post_events
 from tests.support.paths import fresh_spool_directory
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -117,13 +118,11 @@ async def _readyz(url: str) -> tuple[int, dict[str, Any]]:
 
 
 async def _drained(url: str) -> bool:
-    deadline = time.monotonic() + DRAIN_SECONDS
-    while time.monotonic() < deadline:
+    async def spool_empty() -> bool:
         _, body = await _readyz(url)
-        if body.get("details", {}).get("kafka", {}).get("events") == 0:
-            return True
-        await asyncio.sleep(0.25)
-    return False
+        return bool(body.get("details", {}).get("kafka", {}).get("events") == 0)
+
+    return await eventually(spool_empty, within=DRAIN_SECONDS, interval=0.25)
 
 
 async def test_a_full_spool_disk_under_load_loses_and_reorders_nothing_acknowledged(

@@ -32,7 +32,7 @@ from tests.support.metrics import fetch_metrics, sample
 from tests.support.paths import fresh_spool_directory
 from tests.support.ports import free_port
 from tests.support.processes import ServeProcess, serve_process, wait_until_alive
-from tests.support.waiting import wait_until
+from tests.support.waiting import eventually, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -67,11 +67,14 @@ async def _spool_status(url: str) -> dict[str, Any]:
 
 
 async def _drained_within(url: str, seconds: float) -> float | None:
+    """Seconds until the spool was empty (``None``: not within ``seconds``)."""
+
+    async def spool_empty() -> bool:
+        return bool((await _spool_status(url)).get("events") == 0)
+
     started = time.monotonic()
-    while time.monotonic() - started < seconds:
-        if (await _spool_status(url)).get("events") == 0:
-            return round(time.monotonic() - started, 2)
-        await asyncio.sleep(0.25)
+    if await eventually(spool_empty, within=seconds, interval=0.25):
+        return round(time.monotonic() - started, 2)
     return None
 
 

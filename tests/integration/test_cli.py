@@ -8,8 +8,8 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -25,7 +25,7 @@ from tests.support.load import compare, kafka_run_ids, post_events
 from tests.support.paths import REPO
 from tests.support.ports import free_port
 from tests.support.processes import serve_process, wait_until_ready
-from tests.support.waiting import wait_for
+from tests.support.waiting import read_until, wait_for, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -110,10 +110,12 @@ def test_serve_embedded_starts_its_own_broker_and_the_default_consumer(tmp_path:
         url = f"http://127.0.0.1:{port}"
         wait_until_ready(url, process)
         assert requests.post(f"{url}/api/v1/lineage", json=event, timeout=10).ok
-        deadline = time.monotonic() + 30
-        while not list(consumed.glob("dt=*/namespace=team-a/*")):
-            assert time.monotonic() < deadline, "the consumer wrote nothing"
-            time.sleep(0.1)
+        wait_until(
+            lambda: bool(list(consumed.glob("dt=*/namespace=team-a/*"))),
+            30,
+            "the consumer to write the event",
+            alive=process,
+        )
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 0
@@ -205,13 +207,13 @@ def test_other_commands_reach_the_broker_serve_embeds(tmp_path: Path):
             env=env,
         )
         assert replayed.returncode == 0 and "replayed 1 events" in replayed.stderr, replayed.stderr
-        deadline = time.monotonic() + 30  # the broker's high watermark may lag a produce
-        while True:
+
+        def reached() -> list[Any]:
             records = read_all_produced_so_far(f"127.0.0.1:{broker_port}", "openlineage.events")
-            sent = [orjson.loads(r.value) for r in records if b"embedded.reached" in r.value]
-            if len(sent) == 2 or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
+            return [orjson.loads(r.value) for r in records if b"embedded.reached" in r.value]
+
+        # The broker's high watermark may lag a produce.
+        sent = read_until(reached, lambda sent: len(sent) == 2, within=30, interval=0.2)
         assert sent == [event, event]
     finally:
         process.send_signal(signal.SIGTERM)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from tests.support.dbt import dbt_ol
 from tests.support.kafka_reader import read_all_produced_so_far
 from tests.support.load import kafka_run_ids
 from tests.support.recording_client import sent_events
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -54,13 +54,17 @@ async def test_dbt_run_killed_mid_model_its_abort_reaches_kafka_repaired(
 ):
     async with start_proxy() as url:
         process = await dbt_ol(dbt_bin, tmp_path, url, "run", "--select", "endless")
-        deadline = time.monotonic() + RUN_SECONDS
-        while not any(
-            e["job"]["name"] == "model.lineage_proxy_tests.endless" for e in sent_events(tmp_path)
-        ):
+
+        def endless_started() -> bool:
+            if any(
+                e["job"]["name"] == "model.lineage_proxy_tests.endless"
+                for e in sent_events(tmp_path)
+            ):
+                return True
             assert process.returncode is None, (tmp_path / "dbt-ol.log").read_text()
-            assert time.monotonic() < deadline, "the endless model never started"
-            await asyncio.sleep(0.2)
+            return False
+
+        await wait_for(endless_started, RUN_SECONDS, "the endless model to start")
         [dbt] = _children(process.pid)  # dbt itself, run by dbt-ol
         os.kill(dbt, signal.SIGKILL)
         await asyncio.wait_for(process.wait(), RUN_SECONDS)

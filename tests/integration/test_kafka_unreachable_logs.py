@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import re
-import time
+from collections.abc import Callable
 
 import orjson
 import pytest
@@ -70,20 +70,23 @@ def test_a_cluster_that_comes_up_is_reported_reachable_again_once(caplog) -> Non
     def messages() -> list[str]:
         return [r.getMessage() for r in caplog.records if servers in r.getMessage()]
 
-    def poll_until(done, seconds: float) -> None:
-        deadline = time.monotonic() + seconds
-        while not done() and time.monotonic() < deadline:
-            producer.poll(0.1)
+    def poll_until(done: Callable[[], bool], seconds: float, what: str) -> None:
+        """Serve the producer's callbacks (its errors, statistics) until ``done``."""
 
-    poll_until(lambda: len(messages()) >= 1, 20)
+        def polled() -> bool:
+            producer.poll(0.1)
+            return done()
+
+        wait_until(polled, seconds, what)
+
+    poll_until(lambda: len(messages()) >= 1, 20, "the cluster log's first line")
     # The marker: three more failed attempts reported to the cluster log after its line,
     # each of which could have been a line of its own.
     seen = len(errors)
-    poll_until(lambda: len(errors) >= seen + 3, 60)
-    assert len(errors) >= seen + 3, errors
+    poll_until(lambda: len(errors) >= seen + 3, 60, "three more failed attempts")
     assert [m.split(":")[0] for m in messages()] == ["cannot reach Kafka at 127.0.0.1"]
     with running_broker(port):
         # librdkafka's reconnect backoff plus one statistics period, with room to spare.
-        poll_until(lambda: len(messages()) >= 2, 60)
+        poll_until(lambda: len(messages()) >= 2, 60, "a line once the cluster is up")
     assert len(messages()) == 2
     assert messages()[1].startswith(f"Kafka at {servers} reachable again")

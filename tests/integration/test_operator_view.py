@@ -5,7 +5,6 @@ the proxy's build, its rules' last load and the consumer's own figures."""
 from __future__ import annotations
 
 import signal
-import time
 
 import orjson
 import pytest
@@ -16,6 +15,7 @@ from tests.sample_events import run_event
 from tests.support.consumers import create_topic
 from tests.support.metrics import sample
 from tests.support.processes import serve_process, wait_until_ready
+from tests.support.waiting import read_until
 
 pytestmark = pytest.mark.integration
 
@@ -36,14 +36,21 @@ def test_json_logs_carry_context_and_metrics_include_the_in_process_consumer(bro
         )
         assert refused.status_code == 400 and refused.json()["request_id"] == "op-view-1"
         assert requests.post(f"{url}/api/v1/lineage", json=run_event(), timeout=10).ok
-        deadline = time.monotonic() + 60
-        while True:  # the default consumer (archive) delivers the event, reports its lag
-            metrics = requests.get(f"{url}/metrics", timeout=10).text
+
+        def delivered_with_lag(metrics: str) -> bool:
             delivered = sample(metrics, "lineage_consumer_delivered_total", consumer="archive")
             lag = sample(metrics, "lineage_consumer_lag", consumer="archive", topic=topic)
-            if (delivered and lag is not None) or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
+            return bool(delivered) and lag is not None
+
+        # The default consumer (archive) delivers the event, reports its lag.
+        metrics = read_until(
+            lambda: requests.get(f"{url}/metrics", timeout=10).text,
+            delivered_with_lag,
+            within=60,
+            interval=0.2,
+        )
+        delivered = sample(metrics, "lineage_consumer_delivered_total", consumer="archive")
+        lag = sample(metrics, "lineage_consumer_lag", consumer="archive", topic=topic)
         assert delivered is not None and delivered >= 1, metrics
         assert lag is not None, metrics
         assert sample(metrics, "lineage_consumer_circuit_open", consumer="archive") == 0

@@ -4,7 +4,6 @@ best-effort HTTP; each destination checked for exactly what it received."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from pathlib import Path
 from typing import Any
@@ -178,11 +177,7 @@ async def test_best_effort_http_failure_does_not_fail_the_client(
             async def failure_counted() -> bool:
                 return failures in await (await session.get(f"{url}/metrics")).text()
 
-            for _ in range(200):
-                if await failure_counted():
-                    break
-                await asyncio.sleep(0.02)
-            assert await failure_counted()
+            await wait_for(failure_counted, what="the failed delivery counted")
     (record,) = read_all_produced_so_far(broker.bootstrap_servers, topic)
     assert orjson.loads(record.value) == event
 

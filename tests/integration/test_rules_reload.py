@@ -8,7 +8,6 @@ import asyncio
 import logging
 import os
 import signal
-import time
 import uuid
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from tests.sample_events import run_event
 from tests.support.kafka_reader import read_all_produced_so_far
 from tests.support.metrics import fetch_metrics, sample
 from tests.support.processes import serve_process, wait_until_ready
+from tests.support.waiting import wait_for, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -74,19 +74,14 @@ async def test_reload_good_then_broken_file_while_traffic_flows(
             return await (await session.get(f"{url}/metrics")).text()
 
         async def until(result: str, count: int) -> None:
-            for _ in range(500):
-                if reloads(await metrics(), result) >= count:
-                    return
-                await asyncio.sleep(0.02)
-            raise AssertionError(f"no reload with result {result}")
+            async def reloaded() -> bool:
+                return reloads(await metrics(), result) >= count
+
+            await wait_for(reloaded, what=f"a reload with result {result}")
 
         async def more_traffic(events: int) -> None:
             target = len(sent) + events
-            for _ in range(1000):
-                if len(sent) >= target:
-                    return
-                await asyncio.sleep(0.01)
-            raise AssertionError("traffic stalled")
+            await wait_for(lambda: len(sent) >= target, what=f"{events} more events sent")
 
         clients = [asyncio.create_task(client()) for _ in range(4)]
         await more_traffic(20)
@@ -132,11 +127,11 @@ def test_sighup_reloads_the_rules_of_a_running_server(broker, tmp_path: Path):
         assert requests.post(f"{url}/api/v1/lineage", json=before, timeout=10).ok
         replace_file(rules, rules_to(second))
         process.send_signal(signal.SIGHUP)
-        for _ in range(500):
-            if reloads(fetch_metrics(url), "success") == 1:
-                break
-            time.sleep(0.02)
-        assert reloads(fetch_metrics(url), "success") == 1
+        wait_until(
+            lambda: reloads(fetch_metrics(url), "success") == 1,
+            what="the reload SIGHUP asked for",
+            alive=process,
+        )
         assert requests.post(f"{url}/api/v1/lineage", json=after, timeout=10).ok
     finally:
         process.send_signal(signal.SIGTERM)

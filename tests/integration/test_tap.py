@@ -24,6 +24,7 @@ from tests.integration.test_lineage_endpoint import post
 from tests.sample_events import run_event
 from tests.support.processes import serve_process, wait_until_ready
 from tests.support.proxies import proxy_config
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -168,10 +169,13 @@ async def test_a_tap_reader_that_reads_nothing_never_slows_ingest(broker, topic)
             assert app[METRICS].accepted.labels("run")._value.get() == 2000
             # Once it reads again, the stream says what it missed.
             received = b""
-            deadline = time.monotonic() + 30
-            while b"event: dropped" not in received and time.monotonic() < deadline:
+
+            async def told_what_it_missed() -> bool:
+                nonlocal received
                 received += await asyncio.to_thread(stalled.recv, 65536)
-            assert b"event: dropped" in received
+                return b"event: dropped" in received
+
+            await wait_for(told_what_it_missed, 30, "the stream to say what the reader missed")
         finally:
             stalled.close()
     report(

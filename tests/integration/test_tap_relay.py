@@ -4,7 +4,8 @@ workers' hubs, channels and relays (docs/operate/tap.md)."""
 from __future__ import annotations
 
 import asyncio
-import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from proxy.tap.relay import TapRelay
 from proxy.validation.exact_json import dumps
 from routing_rules.ruleset import Route, Trace
 from tests.sample_events import run_event
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -29,24 +31,29 @@ def publish(hub: TapHub, event: dict[str, Any]) -> None:
     hub.publish(event, Route(event, ()), Trace())
 
 
-async def until(condition, seconds: float = 10) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline
-        await asyncio.sleep(0.02)
+@asynccontextmanager
+async def relayed(hubs: list[TapHub], tmp_path: Path) -> AsyncIterator[None]:
+    """``hubs`` as workers 0 and 1 of two, joined by their channels (private Unix sockets
+    under ``tmp_path``) and relays; closed on the way out."""
+    channels = [Siblings(WorkerSlot(i, 2, tmp_path), ProxyMetrics()) for i in range(2)]
+    relays = [TapRelay(hub, channel) for hub, channel in zip(hubs, channels, strict=True)]
+    for channel, relay in zip(channels, relays, strict=True):
+        await channel.start()
+        relay.start()
+    try:
+        yield
+    finally:
+        for channel, relay in zip(channels, relays, strict=True):
+            await relay.close()
+            await channel.close()
 
 
 async def test_a_worker_forwards_only_while_a_sibling_listens_and_drops_what_overflows(
     tmp_path: Path,
 ):
     hubs = [TapHub(), TapHub()]
-    channels = [Siblings(WorkerSlot(i, 2, tmp_path), ProxyMetrics()) for i in range(2)]
-    relays = [TapRelay(hub, channel) for hub, channel in zip(hubs, channels, strict=True)]
-    for channel, relay in zip(channels, relays, strict=True):
-        await channel.start()
-        relay.start()
     watcher, sender = hubs
-    try:
+    async with relayed(hubs, tmp_path):
         assert not sender.listening  # nobody watches: nothing published, nothing sent
         with watcher.subscribe(TapFilter(namespace="watched"), EVERYONE) as subscription:
             await watcher.joined()
@@ -60,14 +67,12 @@ async def test_a_worker_forwards_only_while_a_sibling_listens_and_drops_what_ove
             for _ in range(2500):
                 publish(sender, wanted)
             assert sender.dropped_total == 1500
-            await until(lambda: subscription.queue.qsize() == 1000)
+            await wait_for(
+                lambda: subscription.queue.qsize() == 1000, 10, "the 1,000 kept to arrive"
+            )
             assert watcher.dropped_total == 0
         # The last watcher left: the sender stops publishing.
-        await until(lambda: not sender.listening)
-    finally:
-        for channel, relay in zip(channels, relays, strict=True):
-            await relay.close()
-            await channel.close()
+        await wait_for(lambda: not sender.listening, 10, "the sender to stop publishing")
 
 
 async def test_a_worker_outbox_holds_bytes_of_the_budget_until_sent(tmp_path: Path):
@@ -76,13 +81,8 @@ async def test_a_worker_outbox_holds_bytes_of_the_budget_until_sent(tmp_path: Pa
     # budget kept the bytes of what it had sent).
     size = len(dumps(run_event(namespace="watched")))
     hubs = [TapHub(), TapHub(budget=QueueBudget(3 * size))]
-    channels = [Siblings(WorkerSlot(i, 2, tmp_path), ProxyMetrics()) for i in range(2)]
-    relays = [TapRelay(hub, channel) for hub, channel in zip(hubs, channels, strict=True)]
-    for channel, relay in zip(channels, relays, strict=True):
-        await channel.start()
-        relay.start()
     watcher, sender = hubs
-    try:
+    async with relayed(hubs, tmp_path):
         with watcher.subscribe(TapFilter(), EVERYONE) as subscription:
             await watcher.joined()
             events = [run_event(namespace="watched") for _ in range(10)]
@@ -90,9 +90,5 @@ async def test_a_worker_outbox_holds_bytes_of_the_budget_until_sent(tmp_path: Pa
                 sender.publish(event, Route(event, ()), Trace(), size)
             assert sender.dropped_total == 7
             assert sender.budget.held_for(Queue.TAP_RELAY) == 3 * size
-            await until(lambda: subscription.queue.qsize() == 3)
-            await until(lambda: sender.budget.held == 0)
-    finally:
-        for channel, relay in zip(channels, relays, strict=True):
-            await relay.close()
-            await channel.close()
+            await wait_for(lambda: subscription.queue.qsize() == 3, 10, "the three kept to arrive")
+            await wait_for(lambda: sender.budget.held == 0, 10, "the sent bytes given back")

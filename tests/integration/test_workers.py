@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import time
 from pathlib import Path
 
 import orjson
@@ -32,7 +31,7 @@ from tests.support.load import archive_run_ids, compare, kafka_run_ids, post_eve
 from tests.support.metrics import fetch_metrics
 from tests.support.ports import free_port
 from tests.support.processes import ServeProcess, serve_process
-from tests.support.waiting import wait_for, wait_until
+from tests.support.waiting import read_eventually, wait_for, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -255,12 +254,12 @@ async def test_spool_left_by_a_run_with_more_workers_is_drained_to_kafka_at_star
     await orphan.close()
     spooled = [event["run"]["runId"] for event in events]
     async with start_proxy(kafka={"spool": {"directory": tmp_path}}):
-        deadline = time.monotonic() + 60
-        while True:
-            found = await asyncio.to_thread(kafka_run_ids, broker.bootstrap_servers, topic)
-            if set(spooled) <= set(found) or time.monotonic() > deadline:
-                break
-            await asyncio.sleep(0.5)
+        found = await read_eventually(
+            lambda: asyncio.to_thread(kafka_run_ids, broker.bootstrap_servers, topic),
+            lambda found: set(spooled) <= set(found),
+            within=60,
+            interval=0.5,
+        )
     figures = report("orphaned_worker_spool_drained", **compare(spooled, found))
     assert figures["lost"] == 0
 
@@ -319,18 +318,25 @@ async def test_two_workers_share_one_embedded_broker_and_one_archive_consumer(tm
         await asyncio.to_thread(wait_until_both_listen, url, process)
         load = await post_events(url, (run_event() for _ in range(200)), concurrency=16)
         children = _children(process.pid)
-        deadline = time.monotonic() + 60
-        while set(archive_run_ids(consumed)) != set(load.acknowledged):
-            assert time.monotonic() < deadline, (len(archive_run_ids(consumed)), process.log())
-            await asyncio.sleep(0.5)
+        await wait_for(
+            lambda: set(archive_run_ids(consumed)) == set(load.acknowledged),
+            60,
+            "every acknowledged event in the archive",
+            alive=process,
+        )
+
         # The consumer runs in the supervisor; a scrape through the port shows its figures.
-        while (delivered := await asyncio.to_thread(consumer_delivered, url)) < load.sent:
-            assert time.monotonic() < deadline, (delivered, process.log())
-            await asyncio.sleep(0.5)
+        async def all_delivered() -> bool:
+            return await asyncio.to_thread(consumer_delivered, url) >= load.sent
+
+        await wait_for(all_delivered, 60, "the consumer's delivered count", alive=process)
         # ... and so does the status page, for the whole proxy (two workers listed).
-        while not (status := await asyncio.to_thread(status_of, url))["consumers"]:
-            assert time.monotonic() < deadline, (status, process.log())
-            await asyncio.sleep(0.5)
+        status = await read_eventually(
+            lambda: asyncio.to_thread(status_of, url),
+            lambda status: bool(status["consumers"]),
+            within=60,
+        )
+        assert status["consumers"], (status, process.log())
         process.send_signal(signal.SIGTERM)
         exit_code = await asyncio.to_thread(process.wait, 60)
     finally:

@@ -24,6 +24,7 @@ from tests.integration.test_workers import (
 )
 from tests.sample_events import run_event
 from tests.support.load import post_events
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -90,10 +91,8 @@ async def test_status_and_tap_on_any_worker_show_every_workers_events_and_refusa
         rejected_by_worker = by_worker(samples(url, "lineage_proxy_events_rejected_total"))
         answers = [await asyncio.to_thread(status, url) for _ in range(12)]
         wanted = {e["run"]["runId"] for e in watched}
-        for _ in range(100):  # the forwarded events arrive in batches: a moment at most
-            if {r["event"]["run"]["runId"] for r in seen} >= wanted:
-                break
-            await asyncio.sleep(0.1)
+        # The forwarded events arrive in batches: a moment at most.
+        await eventually(lambda: {r["event"]["run"]["runId"] for r in seen} >= wanted)
         tap.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await tap

@@ -7,6 +7,10 @@ A condition that never held fails the test with ``what`` it waited for; when a p
 is named (``alive=``) its death fails the wait at once, with its log, instead of letting
 the test wait out the deadline for something a dead process will never do. A condition
 may raise ``ignoring`` exceptions (a connection refused while a server starts): "not yet".
+
+Where the test asserts on (or reports) what it found rather than on the wait itself,
+``read_until`` and ``read_eventually`` read again until the value holds and return the
+last one read, held or not: the test's own assertion then says what was there.
 """
 
 from __future__ import annotations
@@ -16,8 +20,11 @@ import inspect
 import subprocess
 import time
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
-__all__ = ["eventually", "wait_for", "wait_until"]
+__all__ = ["eventually", "read_eventually", "read_until", "wait_for", "wait_until"]
+
+T = TypeVar("T")
 
 Check = Callable[[], bool | Awaitable[bool]]
 Ignored = type[BaseException] | tuple[type[BaseException], ...]
@@ -108,3 +115,34 @@ def wait_until(
     except ignoring:
         pass
     raise AssertionError(_failure(what or str(check), within, alive))
+
+
+async def read_eventually(
+    read: Callable[[], Awaitable[T]],
+    holds: Callable[[T], bool],
+    within: float = 30.0,
+    interval: float = 0.05,
+) -> T:
+    """``await read()`` again until ``holds`` its value or ``within`` seconds pass: the
+    last value read either way, for the test to assert on (or report before asserting)."""
+    deadline = time.monotonic() + within
+    value = await read()
+    while not holds(value) and time.monotonic() < deadline:
+        await asyncio.sleep(interval)
+        value = await read()
+    return value
+
+
+def read_until(
+    read: Callable[[], T],
+    holds: Callable[[T], bool],
+    within: float = 30.0,
+    interval: float = 0.05,
+) -> T:
+    """:func:`read_eventually` for code that is not async (a test driving a process)."""
+    deadline = time.monotonic() + within
+    value = read()
+    while not holds(value) and time.monotonic() < deadline:
+        time.sleep(interval)
+        value = read()
+    return value

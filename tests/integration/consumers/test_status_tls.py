@@ -4,9 +4,9 @@ plain-HTTP client gets nothing, and a certificate renewed on disk is picked up."
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -17,6 +17,7 @@ from tests.certificates import TestCA
 from tests.doubles.marquez_double import MarquezDouble
 from tests.support.consumers import TEST_GROUP
 from tests.support.ports import free_port
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -47,13 +48,15 @@ async def test_status_port_over_tls_answers_healthz_and_refuses_plain_http(
             running_daemons(config.consumers, config.kafka, ["marquez"]),
             aiohttp.ClientSession(connector=trusting) as session,
         ):
-            async with asyncio.timeout(30):
-                while True:
-                    async with session.get(f"https://127.0.0.1:{port}/healthz") as resp:
-                        health = json.loads(await resp.text())
-                        if resp.status == 200 and health["assigned"]:
-                            break
-                    await asyncio.sleep(0.2)
+            health: dict[str, Any] = {}
+
+            async def assigned() -> bool:
+                nonlocal health
+                async with session.get(f"https://127.0.0.1:{port}/healthz") as resp:
+                    health = json.loads(await resp.text())
+                    return resp.status == 200 and bool(health["assigned"])
+
+            await wait_for(assigned, what="/healthz 200 with a partition assigned")
             assert health["problems"] == [] and health["assigned"] == [f"{topic}[0]"]
             # A certificate renewed on disk is served to new connections without a restart.
             renewed = ca.issue("renewed")

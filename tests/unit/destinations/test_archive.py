@@ -31,6 +31,7 @@ from proxy.destinations.archive.layout import MAX_PARTITION_VALUE_BYTES, event_d
 from tests.faults.small_disk import fill, limit_file_size, small_tmpfs
 from tests.sample_events import dataset_event, run_event
 from tests.support.paths import REPO
+from tests.support.waiting import wait_for
 
 
 def payload(event: dict[str, Any]) -> bytes:
@@ -171,10 +172,7 @@ async def test_idle_files_get_their_final_name_after_max_age(tmp_path: Path):
     await writer.start()
     event = at(run_event(), "2026-11-23T10:00:00Z")
     await writer.write(event, payload(event))
-    for _ in range(200):
-        if list(finished_files(tmp_path)):
-            break
-        await asyncio.sleep(0.02)
+    await wait_for(lambda: bool(list(finished_files(tmp_path))), what="the file's final name")
     (done,) = finished_files(tmp_path)
     assert lines_of(done) == [event]
     await writer.close()
@@ -435,10 +433,7 @@ async def test_a_stalled_disk_answers_within_the_write_timeout(tmp_path: Path, m
     finally:
         release.set()
     monkeypatch.undo()
-    for _ in range(100):
-        if await destination.ready():
-            break
-        await asyncio.sleep(0.05)
+    await wait_for(destination.ready, what="the archive ready once the write is released")
     later = at(run_event(), "2026-11-23T10:00:00Z")
     await destination.deliver(later, payload(later))
     await destination.close()

@@ -3,7 +3,6 @@ change, retire what did, refuse a broken file. Archive destinations only (no bro
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import orjson
@@ -16,6 +15,7 @@ from proxy.ingest.live_rules import LiveRules
 from proxy.support.yaml_source import ConfigError
 from routing_rules.stats import RoutingStats
 from tests.sample_events import run_event
+from tests.support.waiting import wait_for
 
 
 def rules_text(second_gzip: bool) -> str:
@@ -52,10 +52,10 @@ async def test_reload_keeps_unchanged_destinations_and_retires_changed_ones(tmp_
     assert await rules.reload()
     new_kept, new_changed = router.ruleset.default
     assert new_kept is kept and new_changed is not changed
-    for _ in range(100):  # the retired writer is closed in the background
-        if list(finished_files(tmp_path / "changed")):
-            break
-        await asyncio.sleep(0.01)
+    await wait_for(  # the retired writer is closed in the background
+        lambda: bool(list(finished_files(tmp_path / "changed"))),
+        what="the retired writer's file finished",
+    )
     (done,) = finished_files(tmp_path / "changed")
     assert orjson.loads(done.read_bytes()) == event
     assert list(finished_files(tmp_path / "kept")) == []  # still open, still the same file

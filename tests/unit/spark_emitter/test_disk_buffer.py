@@ -12,7 +12,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,16 +20,8 @@ from proxy.server.embedded_broker import free_port
 from spark_emitter.buffer import DiskBuffer
 from spark_emitter.delivery import EventSender, open_client
 from tests.support.paths import REPO
+from tests.support.waiting import wait_until
 from tests.unit.spark_emitter.test_delivery import ScriptedEndpoint, _facet, lineage_event
-
-
-def wait_until(check: Callable[[], bool], within: float) -> bool:
-    deadline = time.monotonic() + within
-    while not check():
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 def _endpoint_on(port: int) -> ScriptedEndpoint:
@@ -74,7 +65,7 @@ def test_events_sent_while_the_proxy_is_down_arrive_in_order_when_it_is_back(
     sender = _sender(f"http://127.0.0.1:{port}", tmp_path, "app-1")
     for n in range(20):
         assert sender.submit(lineage_event(n))
-    assert wait_until(lambda: sender.stats.buffered == 20, within=60)
+    wait_until(lambda: sender.stats.buffered == 20, within=60)
     assert sender.stats.sent == sender.stats.failed == 0
     endpoint = _endpoint_on(port)
     try:
@@ -92,7 +83,7 @@ def test_what_an_application_left_is_sent_first_at_the_next_ones_start(tmp_path:
     first = _sender(f"http://127.0.0.1:{port}", tmp_path, "app-1")
     for n in range(5):
         first.submit(lineage_event(n))
-    assert wait_until(lambda: first.stats.buffered >= 1, within=60)
+    wait_until(lambda: first.stats.buffered >= 1, within=60)
     # Down at its end: close hands the rest to the disk instead of waiting for the proxy.
     assert not first.close(timeout=600)
     assert first.stats.buffered == 5
@@ -135,7 +126,7 @@ def test_a_full_buffer_drops_and_counts_instead_of_growing(tmp_path: Path) -> No
     sender = _sender(f"http://127.0.0.1:{free_port()}", tmp_path, "app-1", one_event * 3)
     for n in range(10):
         sender.submit(lineage_event(n))
-    assert wait_until(lambda: sender.stats.buffered + sender.stats.dropped == 10, within=60)
+    wait_until(lambda: sender.stats.buffered + sender.stats.dropped == 10, within=60)
     sender.close(timeout=1)
     assert 1 <= sender.stats.buffered <= 3
     assert sender.stats.dropped == 10 - sender.stats.buffered
@@ -147,7 +138,7 @@ def test_the_send_command_delivers_what_applications_left(tmp_path: Path) -> Non
     first = _sender(f"http://127.0.0.1:{port}", tmp_path, "app-1")
     for n in range(3):
         first.submit(lineage_event(n))
-    assert wait_until(lambda: first.stats.buffered >= 1, within=60)
+    wait_until(lambda: first.stats.buffered >= 1, within=60)
     first.close(timeout=1)
     endpoint = _endpoint_on(port)
     try:
@@ -178,7 +169,7 @@ def test_an_application_event_is_buffered_exactly_as_built(tmp_path: Path) -> No
     }
     sender = _sender(f"http://127.0.0.1:{free_port()}", tmp_path, "app-1")
     sender.submit(event)
-    assert wait_until(lambda: sender.stats.buffered == 1, within=60)
+    wait_until(lambda: sender.stats.buffered == 1, within=60)
     sender.close(timeout=1)
     (kept,) = [json.loads(line) for line in (tmp_path / "app-1.jsonl").open()]
     assert kept == event
@@ -204,7 +195,7 @@ def test_stop_drains_the_buffer_when_the_proxy_is_back_before_it(
     )
     for n in range(20):
         sender.submit(lineage_event(n))
-    assert wait_until(lambda: sender.stats.buffered == 20, within=60)
+    wait_until(lambda: sender.stats.buffered == 20, within=60)
     assert _lines(tmp_path) == 20
     endpoint = _endpoint_on(port)
     try:
@@ -234,7 +225,7 @@ def test_stop_with_the_proxy_still_down_says_what_is_left_on_disk_and_where(
     first = _sender(f"http://127.0.0.1:{port}", tmp_path, "app-1")
     for n in range(3):
         first.submit(lineage_event(n))
-    assert wait_until(lambda: first.stats.buffered == 3, within=60)
+    wait_until(lambda: first.stats.buffered == 3, within=60)
     assert not first.close(timeout=30)
     first._thread.join(timeout=60)
     caplog.clear()
@@ -244,7 +235,7 @@ def test_stop_with_the_proxy_still_down_says_what_is_left_on_disk_and_where(
     )
     for n in range(3, 7):
         second.submit(lineage_event(n))
-    assert wait_until(lambda: second.stats.buffered == 4, within=60)
+    wait_until(lambda: second.stats.buffered == 4, within=60)
     started = time.monotonic()
     assert not second.close(timeout=30)
     assert time.monotonic() - started < 10
@@ -266,14 +257,14 @@ def test_stop_tries_again_after_a_send_under_way_when_it_began_fails(tmp_path: P
         sender = _sender(endpoint.url, tmp_path, "app-1", retry_interval=0.05)
         for n in range(5):
             sender.submit(lineage_event(n))
-        assert wait_until(lambda: sender.stats.buffered == 5, within=60)
+        wait_until(lambda: sender.stats.buffered == 5, within=60)
         endpoint.release.clear()
-        assert wait_until(lambda: endpoint.held == 1, within=60)  # a retry under way, held
+        wait_until(lambda: endpoint.held == 1, within=60)  # a retry under way, held
         endpoint.script = [503, 503]  # it fails (and its own retry); then the proxy is back
         closed: list[bool] = []
         stopping = threading.Thread(target=lambda: closed.append(sender.close(timeout=30)))
         stopping.start()
-        assert wait_until(lambda: sender._draining_since is not None, within=10)
+        wait_until(lambda: sender._draining_since is not None, within=10)
         endpoint.release.set()
         stopping.join(timeout=60)
     finally:
