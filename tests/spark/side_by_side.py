@@ -6,7 +6,12 @@ in whose window its first event falls. Within a job, the runs that wrote somethi
 paired in order and compared on what a lineage consumer uses — job name, event types (the
 RUNNING events folded into one: how many depends on the machine's speed), the parent run,
 input and output datasets, which facets are present, column-lineage edges. Runs that wrote
-nothing (reads of the schema, ``collect``) are compared as one list of job names.
+nothing are compared by job name in two lists: Spark's own actions (RDD jobs such as the
+file listing's ``map_partitions_parallel_collection``, and the CSV schema inference's
+``collect_limit`` and ``deserialize_to_object``), aspect ``read-only actions``; and every
+other run without an output (a command such as ``execute_save_as_v1_table_command``, a
+failure in analysis), aspect ``output-less runs`` — so the first can be one row for every
+job without hiding a run of the second kind.
 
 A difference is ``(job, aspect)`` with the two values; docs/spark-conformance.md lists each
 one with its reason, and the test fails on any difference the table does not list (and on
@@ -138,6 +143,17 @@ def _wrote(run: list[Event]) -> bool:
     return any(e.get("outputs") for e in run)
 
 
+# The SQL actions of CSV schema inference (``inferSchema``): the first line, then the rows.
+_SCHEMA_INFERENCE = frozenset({"collect_limit", "deserialize_to_object"})
+
+
+def _spark_internal(run: list[Event], normal: _Normal) -> bool:
+    """A run of Spark's own making, not of the job's code: an RDD job, or schema inference."""
+    job = run[0]["job"]
+    job_type = ((job.get("facets") or {}).get("jobType") or {}).get("jobType")
+    return job_type == "RDD_JOB" or normal.job(job["name"]) in _SCHEMA_INFERENCE
+
+
 _FACETS = ("run", "job", "input", "output")
 
 
@@ -192,12 +208,20 @@ def compare(
         job = window["job"]
         theirs = official_jobs[job]
         mine = our_jobs[job]
-        read_only = [
-            ", ".join(sorted(normal.job(r[0]["job"]["name"]) for r in side if not _wrote(r))) or "—"
-            for side in (theirs, mine)
-        ]
-        if read_only[0] != read_only[1]:
-            differences.append(Difference(job, "read-only actions", *read_only))
+        for aspect, internal in (("read-only actions", True), ("output-less runs", False)):
+            names = [
+                ", ".join(
+                    sorted(
+                        normal.job(r[0]["job"]["name"])
+                        for r in side
+                        if not _wrote(r) and _spark_internal(r, normal) is internal
+                    )
+                )
+                or "—"
+                for side in (theirs, mine)
+            ]
+            if names[0] != names[1]:
+                differences.append(Difference(job, aspect, *names))
         theirs = [r for r in theirs if _wrote(r)]
         mine = [r for r in mine if _wrote(r)]
         if len(theirs) != len(mine):
