@@ -27,7 +27,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Difference", "compare", "documented_differences", "runs_in_windows"]
+__all__ = [
+    "Difference",
+    "compare",
+    "documented_differences",
+    "documented_job_names",
+    "runs_in_windows",
+]
 
 Event = dict[str, Any]
 
@@ -262,3 +268,17 @@ def documented_differences(page: Path) -> dict[tuple[str, str], bool]:
             reason = line.rstrip().rstrip("|").rsplit("|", 1)[-1].strip()
             rows[(match["job"], match["aspect"])] = reason.startswith("**Timing:**")
     return rows
+
+
+def documented_job_names(page: Path) -> dict[str, str]:
+    """Each job's ``job name`` row in ``page``: its "spark_emitter" cell, which names our job.
+    A job name row covers only the name it shows — that a job keeps its name is what
+    stops its history from splitting, so a renamed job is a new difference."""
+    text = page.read_text(encoding="utf-8")
+    section = text.split("## Differences", 1)[1].split("\n## ", 1)[0]
+    names = {}
+    for line in section.splitlines():
+        match = _ROW.match(line)
+        if match and match["aspect"] == "job name":
+            names[match["job"]] = line.split("|")[4]
+    return names

@@ -32,7 +32,12 @@ from proxy.destinations.archive_layout import finished_files
 from proxy.serve import listener_tls, serving
 from proxy.web.app import create_app
 from tests.spark.conftest import LineageReceiver, event_types
-from tests.spark.side_by_side import Difference, compare, documented_differences
+from tests.spark.side_by_side import (
+    Difference,
+    compare,
+    documented_differences,
+    documented_job_names,
+)
 from tests.spark.side_by_side_jobs import APP_NAME, NAMESPACE, UNREPORTED
 from tests.support.kafka_cluster import KafkaCluster
 from tests.support.kafka_reader import read_all_produced_so_far
@@ -245,6 +250,11 @@ def test_every_difference_from_the_official_jar_is_documented(side_by_side: Side
     assert not undocumented, "not in docs/spark-conformance.md:\n" + "\n".join(
         _row(d) for d in undocumented
     )
+    our_names = documented_job_names(CONFORMANCE_PAGE)
+    renamed = [
+        d for d in found if d.aspect == "job name" and f"`{d.ours}`" not in our_names.get(d.job, "")
+    ]
+    assert not renamed, "job names not in their rows:\n" + "\n".join(_row(d) for d in renamed)
     # The "*" row on outputStatistics is the jar's statistics missing now and then; ours
     # missing where the jar's are there is not covered by it, only by a row of the job's.
     statistics = "output facet outputStatistics"
