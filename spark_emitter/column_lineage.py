@@ -10,8 +10,8 @@ value (sha1, sha2, md5, crc32, hash, xxhash64, mask, count).
 
 Indirect dependencies of a whole plan node (a WHERE, a join key, a GROUP BY, an ORDER BY)
 affect every output column; they are kept apart in :attr:`ColumnLineage.dataset`, in plan
-order, and the facet builder either adds them to each field (the official default) or
-reports them as the facet's dataset-level list (its ``datasetLineageEnabled`` option).
+order, and the facet builder either reports them as the facet's dataset-level list (the
+official default, its ``datasetLineageEnabled`` option) or adds them to each field.
 
 Pure Python: the JVM is needed only to produce the plan JSON (see :mod:`.plan_reader`).
 """

@@ -43,10 +43,11 @@ An action's RUNNING events follow its Spark jobs' starts and ends, at most one p
 ``runningIntervalSeconds`` (default 10) per action, so an action of a thousand small Spark
 jobs does not send a thousand events.
 
-Column lineage has the official integration's default shape: the columns a filter, join,
-grouping or sort depends on are listed among every output field's ``inputFields`` (as
-INDIRECT transformations). ``columnLineage.datasetLineageEnabled=true`` (the official
-option of the same name) lists them once instead, in the facet's ``dataset`` field.
+Column lineage has the official integration's default shape (1.53: its
+``columnLineage.datasetLineageEnabled`` defaults to true): the columns a filter, join,
+grouping or sort depends on are listed once, in the facet's ``dataset`` field (as INDIRECT
+transformations). ``columnLineage.datasetLineageEnabled=false`` (the official option of the
+same name) lists them among every output field's ``inputFields`` instead, the older shape.
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ class EmitterConfig:
     drain_timeout: float = 10.0
     report_read_only_actions: bool = False
     running_interval: float = 10.0
-    dataset_lineage_enabled: bool = False
+    dataset_lineage_enabled: bool = True
     buffer_enabled: bool = True
     # None: spark_emitter.buffer.default_buffer_directory()
     buffer_directory: str | None = None

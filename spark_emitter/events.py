@@ -124,7 +124,7 @@ class AppContext:
     root: JobRef | None = None
     append_dataset_name: bool = True
     report_read_only_actions: bool = False
-    dataset_lineage: bool = False  # column lineage's indirect dependencies at dataset level
+    dataset_lineage: bool = True  # column lineage's indirect dependencies at dataset level
     details: ApplicationDetails | None = None
     catalog: TableCatalog | None = None
 
@@ -312,14 +312,20 @@ def application_event(
 
 
 def is_reported(app: AppContext, facts: ExecutionFacts) -> bool:
-    """Whether an execution is a job of its own: a write, DDL or drop; a query that failed
-    in analysis (its plan unknown, it may have been a write; the failure is news); an
-    action that only reads real data (``count()``, ``collect()``) when
-    ``report_read_only_actions`` is on — the official integration filters plans with no
-    output."""
-    if facts.write is not None or facts.analysis_failed:
+    """Whether an execution is a job of its own: a write, DDL or drop; when
+    ``report_read_only_actions`` is on, also an action that only reads real data
+    (``count()``, ``collect()``) and a query that failed in analysis (reading a missing
+    path: no plan, no output). The official integration filters plans with no output and
+    sends nothing for an analysis failure, so by default neither is a job here: such a
+    run has no dataset to tell it apart, and every analysis failure of the application
+    would be one job (``<app>.execute_unresolved_data_source``)."""
+    if facts.write is not None:
         return True
-    if not app.report_read_only_actions or facts.action in NOISE_ACTIONS:
+    if not app.report_read_only_actions:
+        return False
+    if facts.analysis_failed:
+        return True
+    if facts.action in NOISE_ACTIONS:
         return False
     return any(r.dataset is not None for r in facts.reads)
 
@@ -387,9 +393,9 @@ def _input_fields(columns: dict[InputColumn, list[Transformation]]) -> list[dict
 
 
 def _column_lineage_facet(lineage: ColumnLineage, dataset_level: bool) -> dict[str, Any] | None:
-    """The ``columnLineage`` facet in the official integration's default shape (every
-    field carries the dataset-level dependencies too), or with those dependencies as the
-    facet's ``dataset`` list (``dataset_level``, its ``datasetLineageEnabled`` option)."""
+    """The ``columnLineage`` facet with the dataset-level dependencies as the facet's
+    ``dataset`` list (``dataset_level``: the official integration's default, its
+    ``datasetLineageEnabled`` option), or carried by every field (the older shape)."""
     fields = lineage.fields if dataset_level else lineage.fields_with_dataset_dependencies()
     dataset = lineage.dataset if dataset_level else {}
     if not fields and not dataset:

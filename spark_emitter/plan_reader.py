@@ -181,7 +181,9 @@ def _write(root: Any, root_node: Node, context: CatalogContext) -> tuple[Any, Wr
     if kind in _TABLE_WRITES:
         table = getattr(root, _TABLE_WRITES[kind])()
         dataset, symlink = _table_names(table, context)
-        lifecycle = "OVERWRITE" if _mode(root) == "Overwrite" else "CREATE"
+        # saveAsTable runs only to create its table (overwrite drops the old one first).
+        overwrite = _mode(root) == "Overwrite" and kind != "SaveAsV1TableCommand"
+        lifecycle = "OVERWRITE" if overwrite else "CREATE"
         # The query's own column names are the table's (SaveAsV1TableCommand has no
         # outputColumnNames).
         names = None
@@ -225,6 +227,19 @@ def _write(root: Any, root_node: Node, context: CatalogContext) -> tuple[Any, Wr
 
 # INSERT OVERWRITE DIRECTORY: ... USING <format>, and the Hive form (STORED AS, or USING hive).
 _DIRECTORY_WRITES = frozenset({"InsertIntoDataSourceDirCommand", "InsertIntoHiveDirCommand"})
+
+
+def _save_as_table_command(root: Any) -> str:
+    """The job's command for ``saveAsTable``: the CREATE TABLE AS SELECT that Spark 4's
+    ``SaveAsV1TableCommand`` runs as a nested execution — after dropping the table, in
+    overwrite mode — which is the run the official integration names and gives the
+    table to (its own run of ``SaveAsV1TableCommand`` has no output). Spark 3.5's
+    ``saveAsTable`` plans that CREATE TABLE AS SELECT directly, so the job keeps its name
+    across the upgrade. Hive tables (``format("hive")``) get Hive's form of the command."""
+    provider = str(_option(root.tableDesc().provider()) or "").lower()
+    if provider == "hive":
+        return "Execute CreateHiveTableAsSelectCommand"
+    return "Execute CreateDataSourceTableAsSelectCommand"
 
 
 def _loaded_table(root: Any, context: CatalogContext) -> WriteFacts:
@@ -384,6 +399,8 @@ def _describe(facts: ExecutionFacts, qe: Any, plan: Any, context: CatalogContext
         facts.command = _command_name(executed)
     except Exception:  # planning failed: name the job after the logical plan
         executed, facts.command = None, f"Execute {root_node.cls}"
+    if root_node.cls == "SaveAsV1TableCommand":
+        facts.command = _save_as_table_command(plan)
     if query_jvm is not None:
         if isinstance(root_node.fields.get("query"), list):
             # A command that holds its query outside its children (CREATE TABLE AS SELECT,

@@ -8,6 +8,7 @@ file appears), so "while it runs" is a fact the test controls, not a race agains
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import signal
@@ -102,27 +103,44 @@ def test_long_write_sends_start_and_running_while_it_runs_and_complete_after(
     int(pyspark.__version__.split(".")[0]) < 4,
     reason="Spark 3.5 posts no execution for a query that fails in analysis",
 )
-def test_reading_a_missing_path_is_a_fail_with_the_error_and_one_log_line(
+def test_reading_a_missing_path_is_a_fail_with_the_error_and_one_log_line_when_reported(
     spark: SparkSession,
     emitter: LineageEmitter,
     lineage_receiver: LineageReceiver,
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    missing = tmp_path / "missing"
+    def failed_reading(path: Path) -> list[dict[str, Any]]:
+        return [
+            e
+            for e in lineage_receiver.events
+            if str(path) in e["run"]["facets"].get("errorMessage", {}).get("message", "")
+        ]
+
+    # By default nothing, as from the official integration: the failed query has no output.
+    unreported = tmp_path / "unreported"
+    with pytest.raises(Exception, match="PATH_NOT_FOUND"):
+        spark.read.parquet(str(unreported))
     settle(emitter)
+    assert failed_reading(unreported) == []
+
+    # With read-only actions reported (spark.openlineage.emitter.reportReadOnlyActions),
+    # the failure is a run of its own. The shared session's listener is switched for this.
+    listener = emitter._listener
+    default_app = listener.app
+    listener.app = dataclasses.replace(default_app, report_read_only_actions=True)
+    missing = tmp_path / "missing"
     caplog.set_level(logging.INFO, logger="spark_emitter")
     caplog.clear()
-    with pytest.raises(Exception, match="PATH_NOT_FOUND"):
-        spark.read.parquet(str(missing))
-    settle(emitter)
+    try:
+        with pytest.raises(Exception, match="PATH_NOT_FOUND"):
+            spark.read.parquet(str(missing))
+        settle(emitter)
+    finally:
+        listener.app = default_app
     records = [r for r in caplog.records if r.name.startswith("spark_emitter")]
 
-    def failed_here(event: dict[str, Any]) -> bool:
-        error = event["run"]["facets"].get("errorMessage", {})
-        return str(missing) in error.get("message", "")
-
-    [fail] = [e for e in lineage_receiver.events if failed_here(e)]
+    [fail] = failed_reading(missing)
     events = [e for e in lineage_receiver.events if e["run"]["runId"] == fail["run"]["runId"]]
     assert [e["eventType"] for e in events] == ["START", "FAIL"]
     assert [VALIDATOR.validate(e) for e in events] == [[]] * len(events)

@@ -128,3 +128,34 @@ def test_count_and_collect_without_output_are_not_jobs_by_default(
     reading = lineage_receiver.jobs_reading(source)
     assert reading == lineage_receiver.jobs_writing(out)
     assert event_types(reading) == ["START", "RUNNING", "COMPLETE"]
+
+
+def test_save_as_table_is_the_create_table_as_select_it_runs_as_the_official_names_it(
+    spark: SparkSession,
+    emitter: LineageEmitter,
+    lineage_receiver: LineageReceiver,
+    tmp_path: Path,
+) -> None:
+    source = tmp_path / "ranked"
+    spark.range(3).write.parquet(str(source))
+    frame = spark.read.parquet(str(source))
+    try:
+        frame.write.saveAsTable("names_saved")  # a new table
+        frame.write.mode("overwrite").saveAsTable("names_saved")  # dropped and made anew
+        settle(emitter)
+    finally:
+        spark.sql("DROP TABLE IF EXISTS names_saved")
+
+    # One run per saveAsTable, named as the official integration names the CREATE TABLE AS
+    # SELECT that Spark 4's SaveAsV1TableCommand runs (its run carrying the table), and the
+    # table marked CREATE both times, as there: the overwrite creates the table anew.
+    name = "lineage_tests.execute_create_data_source_table_as_select_command.default_names_saved"
+    events = [e for e in lineage_receiver.jobs_reading(source) if "names_saved" in e["job"]["name"]]
+    assert {e["job"]["name"] for e in events} == {name}
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for event in events:
+        runs.setdefault(event["run"]["runId"], []).append(event)
+    assert [event_types(run) for run in runs.values()] == [["START", "RUNNING", "COMPLETE"]] * 2
+    for run in runs.values():
+        (output,) = run[-1]["outputs"]
+        assert output["facets"]["lifecycleStateChange"]["lifecycleStateChange"] == "CREATE"

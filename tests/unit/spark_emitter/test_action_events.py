@@ -54,6 +54,8 @@ def test_start_running_and_complete_share_the_run_and_only_complete_has_statisti
 
 
 def test_a_query_that_failed_in_analysis_is_a_fail_with_the_error_and_its_stack() -> None:
+    # Reported only when read-only actions are (the official integration sends nothing).
+    reporting = dataclasses.replace(APP, report_read_only_actions=True)
     failed = ExecutionFacts(
         3,
         "analyze",
@@ -65,8 +67,11 @@ def test_a_query_that_failed_in_analysis_is_a_fail_with_the_error_and_its_stack(
         stack_trace="org.apache.spark.sql.AnalysisException: [PATH_NOT_FOUND] ...",
         analysis_failed=True,
     )
-    assert is_reported(APP, failed)  # though nothing is known to be written
-    fail = action_event(APP, action_run(APP, failed), failed, end_type(failed), failed.end_ms)
+    assert not is_reported(APP, failed)
+    assert is_reported(reporting, failed)  # though nothing is known to be written
+    fail = action_event(
+        reporting, action_run(reporting, failed), failed, end_type(failed), failed.end_ms
+    )
     assert VALIDATOR.validate(fail) == []
     assert fail["eventType"] == "FAIL"
     assert fail["job"]["name"] == "etl.execute_unresolved_data_source"
@@ -161,7 +166,7 @@ def test_a_renamed_table_names_the_dataset_it_was_in_the_lifecycle_facet() -> No
     assert lifecycle["previousIdentifier"] == {"namespace": "file", "name": "/wh/old"}
 
 
-def test_column_lineage_carries_filters_in_each_field_or_once_at_dataset_level() -> None:
+def test_column_lineage_carries_filters_once_at_dataset_level_or_in_each_field() -> None:
     package = "org.apache.spark.sql.catalyst"
 
     def column(name: str, expr_id: int) -> list[dict[str, object]]:
@@ -193,9 +198,19 @@ def test_column_lineage_carries_filters_in_each_field_or_once_at_dataset_level()
     )
     facts = dataclasses.replace(PLANNED, query=query)
     run = action_run(APP, facts)
-    default = action_event(APP, run, facts, "START", 1_000)["outputs"][0]
-    assert VALIDATOR.validate(action_event(APP, run, facts, "START", 1_000)) == []
-    facet = default["facets"]["columnLineage"]
+    # By default, as the official integration 1.53 by default: the WHERE once, at dataset level.
+    event = action_event(APP, run, facts, "START", 1_000)
+    assert VALIDATOR.validate(event) == []
+    facet = event["outputs"][0]["facets"]["columnLineage"]
+    assert [f["field"] for f in facet["fields"]["id"]["inputFields"]] == ["id"]
+    assert [(f["field"], f["transformations"][0]["subtype"]) for f in facet["dataset"]] == [
+        ("amount", "FILTER")
+    ]
+    # datasetLineageEnabled=false: the older shape, the WHERE in every field.
+    field_level = dataclasses.replace(APP, dataset_lineage=False)
+    event = action_event(field_level, run, facts, "START", 1_000)
+    assert VALIDATOR.validate(event) == []
+    facet = event["outputs"][0]["facets"]["columnLineage"]
     assert "dataset" not in facet
     assert facet["fields"]["id"]["inputFields"] == [
         {
@@ -214,12 +229,4 @@ def test_column_lineage_carries_filters_in_each_field_or_once_at_dataset_level()
                 {"type": "INDIRECT", "subtype": "FILTER", "description": "", "masking": False}
             ],
         },
-    ]
-    dataset_level = dataclasses.replace(APP, dataset_lineage=True)
-    event = action_event(dataset_level, run, facts, "START", 1_000)
-    assert VALIDATOR.validate(event) == []
-    facet = event["outputs"][0]["facets"]["columnLineage"]
-    assert [f["field"] for f in facet["fields"]["id"]["inputFields"]] == ["id"]
-    assert [(f["field"], f["transformations"][0]["subtype"]) for f in facet["dataset"]] == [
-        ("amount", "FILTER")
     ]

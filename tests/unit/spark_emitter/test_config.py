@@ -117,11 +117,14 @@ def test_running_interval_defaults_to_ten_seconds_and_must_be_positive() -> None
         resolve_config({key: "0"}, {}, {})
 
 
-def test_column_lineage_is_per_field_unless_the_official_dataset_option_is_on() -> None:
+def test_column_lineage_is_dataset_level_unless_the_official_option_turns_it_off() -> None:
+    # The official integration's default since 1.x (SparkOpenLineageConfig: true in 1.53).
     key = "spark.openlineage.columnLineage.datasetLineageEnabled"
-    assert resolve_config({}, {}, {}).dataset_lineage_enabled is False
-    assert resolve_config({key: "true"}, {}, {}).dataset_lineage_enabled is True
-    overridden = resolve_config({key: "true"}, {}, {"dataset_lineage_enabled": False})
-    assert overridden.dataset_lineage_enabled is False
+    assert resolve_config({}, {}, {}).dataset_lineage_enabled is True
+    assert resolve_config({key: "false"}, {}, {}).dataset_lineage_enabled is False
+    overridden = resolve_config({key: "false"}, {}, {"dataset_lineage_enabled": True})
+    assert overridden.dataset_lineage_enabled is True
+    turned_off = resolve_config({}, {}, {"dataset_lineage_enabled": False})
+    assert turned_off.dataset_lineage_enabled is False
     with pytest.raises(ConfigurationError, match=key):
         resolve_config({key: "maybe"}, {}, {})
