@@ -128,8 +128,9 @@ def test_throttle_keeps_one_running_event_per_run_per_interval():
 
 
 def test_a_throttled_event_still_reaches_what_earlier_rules_collected():
-    """A streaming job's every RUNNING event to one destination (a: Kafka), one per run per
-    interval to another (b: the archive): the throttle keeps the event from its own rule's destinations only."""
+    """A streaming job's every RUNNING event to one destination (a: Kafka), one per run
+    per interval to another (b: the archive): a throttle keeps the event from its own
+    rule's destinations only."""
     stats = RoutingStats()
     rules = ruleset(
         """
