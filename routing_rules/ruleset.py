@@ -9,7 +9,12 @@ Semantics (what a rules file means):
   rules match against the transformed event (so a rule can align namespaces first and
   the next route by the aligned name), and every destination gets the final event.
 - ``drop: true`` ends evaluation: the event goes nowhere, even to destinations collected
-  before. A ``throttle`` that suppresses a RUNNING event does the same.
+  before. A ``throttle`` that suppresses a RUNNING event ends evaluation too, but keeps
+  it only from its own rule's destinations and every later rule's: the destinations that
+  earlier ``continue: true`` rules collected still get it. That is how a streaming job's
+  every RUNNING event reaches Kafka while the archive keeps one per run per interval
+  (a throttle limits one route's volume; a drop says the event must go nowhere). With
+  nothing collected before, a suppressed event goes nowhere, not to the default.
 - When evaluation ends with no destinations and no drop, the ``default`` route applies.
   Every outcome is counted per rule (:mod:`routing_rules.stats`): nothing disappears
   without a name.
@@ -168,6 +173,8 @@ class Ruleset(Generic[T]):
                 trace.matched.append(rule.name)
             if rule.throttle is not None and rule.throttle.suppresses(current):
                 stats.throttled += 1
+                if collected:
+                    return Route(current, collected)
                 return Route(current, (), dropped_by=f"{rule.name} (throttle)")
             if rule.drop:
                 stats.dropped += 1

@@ -118,10 +118,15 @@ def _job_holders(event: dict[str, Any]) -> Iterator[Any]:
             yield root.get("job")
 
 
-# Column lineage names its input datasets too; left unmapped they would split the graph.
-_COLUMN_LINEAGE_INPUTS = (
+# Column lineage names its input datasets too, and a symlinks facet other names of the
+# dataset (Flink names a Kafka topic's SQL table in the topic's namespace); left unmapped
+# they would split the graph.
+_NAMED_IN_FACETS = (
     FieldPath("outputs.*.facets.columnLineage.fields.*.inputFields.*"),
     FieldPath("outputs.*.facets.columnLineage.dataset.*"),
+    FieldPath("inputs.*.facets.symlinks.identifiers.*"),
+    FieldPath("outputs.*.facets.symlinks.identifiers.*"),
+    FieldPath("dataset.facets.symlinks.identifiers.*"),
 )
 
 
@@ -130,7 +135,7 @@ def _dataset_holders(event: dict[str, Any]) -> Iterator[Any]:
     for side in ("inputs", "outputs"):
         datasets = event.get(side)
         yield from datasets if isinstance(datasets, list) else ()
-    for path in _COLUMN_LINEAGE_INPUTS:
+    for path in _NAMED_IN_FACETS:
         yield from path.values(event)
 
 

@@ -36,8 +36,9 @@ from tests.support.tiers import starts
 SHARED_KAFKA_DIRECTORY = "LINEAGE_PROXY_TEST_KAFKA"
 
 # Tests that share one expensive thing run on one xdist worker (``--dist loadgroup``):
-# dbt builds a project once per module. Spark tests: see _spark_group.
-XDIST_GROUPS = {"tests/integration/test_dbt.py": "dbt"}
+# dbt builds a project once per module, the Flink tests run one job for the module.
+# Spark tests: see _spark_group.
+XDIST_GROUPS = {"tests/integration/test_dbt.py": "dbt", "tests/flink/": "flink"}
 SPARK_HANG_GUARD_SECONDS = 1200
 
 

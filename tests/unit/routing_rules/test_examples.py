@@ -88,6 +88,28 @@ def test_data_rentgen():
     assert rules.rejected == ("rejected",)
 
 
+def test_kafka_streaming():
+    """The same topic named by two producers, by hostname and by a list of addresses, is
+    one dataset; a Flink run's RUNNING events all reach Kafka, one the archive (its cases
+    file, run in test_rules_cli.py, says the rest)."""
+    rules = example("kafka-streaming")
+    flink = run_event(event_type="START")
+    flink["producer"] = "https://github.com/OpenLineage/OpenLineage/tree/1.53.0/integration/flink"
+    flink["inputs"] = [{"namespace": "kafka://broker2.internal:9092", "name": "clicks"}]
+    spark = run_event(event_type="START")
+    spark["outputs"] = [{"namespace": "kafka://10.0.0.13:9092,broker1:9092", "name": "clicks"}]
+    aligned = [rules.route(e).event for e in (flink, spark)]
+    assert {aligned[0]["inputs"][0]["namespace"], aligned[1]["outputs"][0]["namespace"]} == {
+        "kafka://broker1:9092"
+    }
+    running = {**flink, "eventType": "RUNNING"}
+    assert [destinations(rules, running) for _ in range(3)] == [
+        ["kafka", "archive"],
+        ["kafka"],
+        ["kafka"],
+    ]
+
+
 def test_every_example_is_tested_here():
     tested = {
         name.removeprefix("test_").replace("_", "-")

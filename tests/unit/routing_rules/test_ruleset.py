@@ -127,6 +127,41 @@ def test_throttle_keeps_one_running_event_per_run_per_interval():
     assert throttled.dropped_by == "stream (throttle)"
 
 
+def test_a_throttled_event_still_reaches_what_earlier_rules_collected():
+    """A streaming job's every RUNNING event to one destination (a: Kafka), one per run
+    per interval to another (b: the archive): a throttle keeps the event from its own
+    rule's destinations only."""
+    stats = RoutingStats()
+    rules = ruleset(
+        """
+        rules:
+          - {name: everything, to: [a], continue: true}
+          - name: streaming
+            match: {producer: "*flink*"}
+            throttle: {interval_seconds: 60}
+            to: [b]
+          - {name: never, to: [c]}
+        default: {to: [c]}
+        """,
+        stats,
+        clock=lambda: 1000.0,
+    )
+    run_id = "0176a8c2-fe01-7439-87e6-56a1a1b4029f"
+    events = [run_event(event_type=t, run_id=run_id) for t in ("START", *["RUNNING"] * 3)]
+    for event in events:
+        event["producer"] = "https://github.com/OpenLineage/OpenLineage/tree/1.53.0/flink"
+    routes = [rules.route(event) for event in events]
+    assert [list(r.destinations) for r in routes] == [
+        ["a", "b"],
+        ["a", "b"],
+        ["a"],
+        ["a"],
+    ]
+    assert [r.dropped_by for r in routes] == [None] * 4
+    assert stats.snapshot()["streaming"]["throttled"] == 2
+    assert stats.snapshot()["never"]["matched"] == 0
+
+
 def test_throttle_forgets_least_recently_seen_runs_beyond_max_runs():
     rules = ruleset(
         """

@@ -138,6 +138,32 @@ def test_map_namespaces_exact_and_regex_for_datasets_and_jobs_including_parents(
     assert trace.transforms[0][2] == 6
 
 
+def test_map_namespaces_maps_the_names_a_symlinks_facet_gives_a_dataset():
+    """Flink names a Kafka topic and its SQL table in one namespace: both are mapped."""
+    event = run_event()
+    symlinks = {
+        "_producer": "https://github.com/OpenLineage/OpenLineage/tree/1.53.0/integration/flink",
+        "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/SymlinksDatasetFacet.json",
+        "identifiers": [{"namespace": "kafka://b2:9092", "name": "db.clicks", "type": "TABLE"}],
+    }
+    event["outputs"] = [
+        {"namespace": "kafka://b2:9092", "name": "t", "facets": {"symlinks": symlinks}}
+    ]
+    out, trace = sent(
+        r"""
+        rules:
+          - transform: [{map_namespaces: {datasets: [{from: "kafka://b2:9092", to: "kafka://b1:9092"}]}}]
+            to: [a]
+        default: {to: [b]}
+        """,
+        event,
+    )
+    [output] = out["outputs"]
+    assert output["namespace"] == "kafka://b1:9092"
+    assert output["facets"]["symlinks"]["identifiers"][0]["namespace"] == "kafka://b1:9092"
+    assert trace.transforms[0][2] == 2
+
+
 def test_regex_mapping_is_a_full_match():
     event = run_event()
     event["inputs"] = [{"namespace": "xs3a://b", "name": "n"}]
