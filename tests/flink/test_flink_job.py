@@ -36,8 +36,8 @@ import yaml
 from aiohttp import ClientSession
 from confluent_kafka import Producer
 
-from proxy.destinations.archive_layout import finished_files
-from proxy.serve import listener_tls, serving
+from proxy.destinations.archive.layout import finished_files
+from proxy.server.serve import listener_tls, serving
 from proxy.validation.validator import EventValidator
 from proxy.web.app import create_app
 from tests.support.consumers import create_topic
