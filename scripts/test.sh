@@ -77,6 +77,10 @@ if [ "$quick" -eq 1 ]; then
 else
   # Apache Kafka's jars for the test clusters (Maven, once; later runs reuse the cache).
   scripts/kafka.sh fetch
+  # PyFlink's venv and the Flink job's jars (tests/flink/), installed before the clock of
+  # the suite starts (once; later runs reuse the cache).
+  scripts/flink.sh python >/dev/null
+  scripts/flink.sh jars >/dev/null
   workers="${LINEAGE_PROXY_TEST_WORKERS:-3}"
   selection=()
 fi
