@@ -73,7 +73,7 @@ sys.path.insert(0, str(REPO))
 from bench.http_ingest import log, peak_rss_mib, wait_http  # noqa: E402
 from proxy.kafka.order_stamp import ORDER_HEADER, next_stamp  # noqa: E402
 from proxy.server.embedded_broker import EmbeddedBroker, free_port  # noqa: E402
-from tests.sample_events import rich_run_event  # noqa: E402
+from tests.support.sample_events import rich_run_event  # noqa: E402
 
 TOPIC, PARTITIONS, RUNS, CONCURRENCY = "bench.consumer", 6, 64, 16
 

@@ -77,8 +77,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from proxy.server.embedded_broker import EmbeddedBroker, free_port  # noqa: E402
-from tests.sample_events import rich_run_event  # noqa: E402
 from tests.support.kafka_cluster import KafkaCluster  # noqa: E402
+from tests.support.sample_events import rich_run_event  # noqa: E402
 
 WRK_SCRIPT = """
 wrk.method = "POST"

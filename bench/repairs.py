@@ -24,7 +24,7 @@ from proxy.ingest.pipeline import Accepted, BestEffortQueue, EventPipeline  # no
 from proxy.metrics.process import ProxyMetrics  # noqa: E402
 from proxy.validation import EventValidator  # noqa: E402
 from proxy.validation.repairs import REPAIR_NAMES, EventRepairer, RepairName  # noqa: E402
-from tests.sample_events import rich_run_event  # noqa: E402
+from tests.support.sample_events import rich_run_event  # noqa: E402
 
 ROUNDS = 7
 CALLS = 2000

@@ -42,7 +42,7 @@ from routing_rules.compiler import compile_rules
 from routing_rules.loader import load_rules_file
 from routing_rules.ruleset import Ruleset
 from routing_rules.stats import RoutingStats
-from tests.sample_events import rich_run_event
+from tests.support.sample_events import rich_run_event
 
 TEAMS = 100
 

@@ -34,7 +34,7 @@ sys.path.insert(0, str(REPO))
 
 from bench.http_ingest import log, peak_rss_mib, run_wrk, wait_http  # noqa: E402
 from proxy.server.embedded_broker import EmbeddedBroker, free_port  # noqa: E402
-from tests.sample_events import rich_run_event  # noqa: E402
+from tests.support.sample_events import rich_run_event  # noqa: E402
 
 
 def spool_events(url: str) -> float | None:

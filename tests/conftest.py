@@ -21,11 +21,11 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 
 from proxy.server.serve import listener_tls, serving
 from proxy.web.app import create_app
-from tests.faults.figures import FIGURES_DIRECTORY, recorded
 from tests.support import tiers
 from tests.support.browser import chromium
 from tests.support.consumers import create_topic
 from tests.support.dbt import DbtUnavailable, dbt_bin_dir
+from tests.support.figures import FIGURES_DIRECTORY, recorded
 from tests.support.kafka_cluster import KafkaCluster, shared_cluster, stop_detached
 from tests.support.paths import ARCHIVE_ROOT, SPOOL_ROOT
 from tests.support.proxies import proxy_config
@@ -229,7 +229,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    """Print every fault test's figures (tests/faults/figures.py), from every worker."""
+    """Print every fault test's figures (tests/support/figures.py), from every worker."""
     if hasattr(config, "workerinput"):
         return
     directory = Path(os.environ[FIGURES_DIRECTORY])

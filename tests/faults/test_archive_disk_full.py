@@ -17,10 +17,10 @@ import aiohttp
 import orjson
 import pytest
 
-from tests.faults.figures import report
-from tests.faults.small_disk import fill, small_tmpfs
-from tests.sample_events import rich_run_event
+from tests.support.figures import report
 from tests.support.load import compare, post_events
+from tests.support.sample_events import rich_run_event
+from tests.support.small_disk import fill, small_tmpfs
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -23,9 +23,9 @@ from openlineage.client import OpenLineageClient
 from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
 
 from proxy.destinations.archive.destination import finished_files
-from tests.faults.figures import report
-from tests.sample_events import rich_run_event
+from tests.support.figures import report
 from tests.support.load import compare, kafka_run_ids, post_events
+from tests.support.sample_events import rich_run_event
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -16,10 +16,10 @@ from aiohttp import ClientError, ClientSession, ClientTimeout
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from proxy.server.embedded_broker import EmbeddedBroker
-from tests.faults.figures import report
-from tests.sample_events import run_event
 from tests.support.brokers import kill
+from tests.support.figures import report
 from tests.support.load import LoadResult, compare, kafka_run_ids, post_events
+from tests.support.sample_events import run_event
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -19,10 +19,10 @@ import orjson
 import pytest
 from aiohttp import ClientSession
 
-from tests.faults.figures import report
-from tests.sample_events import run_event
+from tests.support.figures import report
 from tests.support.process_memory import reset_peak, rss
 from tests.support.processes import serve_process, wait_until_ready
+from tests.support.sample_events import run_event
 from tests.support.waiting import eventually, wait_for
 
 pytestmark = pytest.mark.integration

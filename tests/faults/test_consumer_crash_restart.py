@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.doubles.marquez_double import MarquezDouble
 from tests.support.consumers import (
     FAST_RETRY,
     TEST_GROUP,
@@ -30,6 +29,7 @@ from tests.support.consumers import (
     produce,
     sequenced_run_events,
 )
+from tests.support.doubles.marquez_double import MarquezDouble
 from tests.support.ports import free_port
 from tests.support.waiting import wait_for
 

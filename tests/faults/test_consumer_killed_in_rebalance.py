@@ -18,8 +18,6 @@ import pytest
 import yaml
 
 from proxy.server.embedded_broker import free_port
-from tests.doubles.marquez_double import MarquezDouble
-from tests.faults.figures import report
 from tests.support.consumers import (
     FAST_RETRY,
     TEST_GROUP,
@@ -31,6 +29,8 @@ from tests.support.consumers import (
     seq,
     sequenced_run_events,
 )
+from tests.support.doubles.marquez_double import MarquezDouble
+from tests.support.figures import report
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

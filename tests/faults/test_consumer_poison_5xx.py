@@ -2,7 +2,7 @@
 item 3): dead-lettered after a bounded number of attempts, and its lane moves on — but a
 target that is down (every event fails) still dead-letters nothing.
 
-Figures (tests/faults/figures.py): sent, delivered, dead_lettered (messages in
+Figures (tests/support/figures.py): sent, delivered, dead_lettered (messages in
 ``<topic>.dlq``, read up to a marker), attempts of the poison event, and whether the
 lane moved on (the poison run's later events delivered).
 """
@@ -17,9 +17,6 @@ import pytest
 
 from consumers.config import DeadLetterConfig
 from proxy.destinations.retry import CircuitState
-from tests.doubles.marquez_double import MarquezDouble
-from tests.faults.figures import report
-from tests.sample_events import facet
 from tests.support.consumers import (
     FAST_BREAKER,
     assert_in_order_per_run,
@@ -33,7 +30,10 @@ from tests.support.consumers import (
     seq,
     sequenced_run_events,
 )
+from tests.support.doubles.marquez_double import MarquezDouble
+from tests.support.figures import report
 from tests.support.kafka_reader import Record, read_topic
+from tests.support.sample_events import facet
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -2,7 +2,7 @@
 dead-lettered, and traffic is back within seconds of the target — with the default retry
 and circuit-breaker settings, in process and across a SIGKILL of the consumer process.
 
-Figures (tests/faults/figures.py): sent, stored (distinct events at the target), lost,
+Figures (tests/support/figures.py): sent, stored (distinct events at the target), lost,
 duplicates (extra copies stored), dead_lettered (messages in ``<topic>.dlq``, read up to a
 marker) and seconds_to_recover (from the target answering again to its first stored
 event). The DLQ must be empty: a retriable failure blocks its lane until the target is
@@ -22,8 +22,6 @@ import pytest
 import yaml
 
 from consumers.config import BreakerConfig, ConsumerConfig
-from tests.doubles.marquez_double import MarquezDouble
-from tests.faults.figures import report
 from tests.support.consumers import (
     TEST_GROUP,
     assert_in_order_per_run,
@@ -40,6 +38,8 @@ from tests.support.consumers import (
     sequenced_run_events,
     status_of,
 )
+from tests.support.doubles.marquez_double import MarquezDouble
+from tests.support.figures import report
 from tests.support.ports import free_port
 from tests.support.waiting import wait_for
 

@@ -8,7 +8,7 @@ the refused event's size, so the brokers answer MESSAGE_TOO_LARGE, and it is hea
 raising the topic's limit on the cluster (an incremental config change), as an operator
 would.
 
-Figures (tests/faults/figures.py): the failed dead-letter writes counted, the committed
+Figures (tests/support/figures.py): the failed dead-letter writes counted, the committed
 offset while the DLQ refused and after it took the record, events the target stored.
 """
 
@@ -22,9 +22,6 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.doubles.marquez_double import MarquezDouble
-from tests.faults.figures import report
-from tests.sample_events import facet, run_event
 from tests.support.consumers import (
     committed_offsets,
     consumer_config,
@@ -34,7 +31,10 @@ from tests.support.consumers import (
     running,
     set_topic_config,
 )
+from tests.support.doubles.marquez_double import MarquezDouble
+from tests.support.figures import report
 from tests.support.kafka_reader import read_all_produced_so_far
+from tests.support.sample_events import facet, run_event
 from tests.support.waiting import eventually, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -27,11 +27,11 @@ import orjson
 import pytest
 from aiohttp import ClientSession, ClientTimeout
 
-from tests.faults.figures import report
-from tests.sample_events import facet, run_event
+from tests.support.figures import report
 from tests.support.kafka_cluster import KafkaCluster
 from tests.support.kafka_reader import read_all_produced_so_far
 from tests.support.load import LoadResult, compare, kafka_run_ids, post_events
+from tests.support.sample_events import facet, run_event
 from tests.support.tiers import starts
 from tests.support.waiting import wait_for
 

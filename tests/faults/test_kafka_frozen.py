@@ -23,10 +23,10 @@ from confluent_kafka import Producer
 
 from proxy.kafka.client_logs import cluster_log, kafka_client_config
 from proxy.server.embedded_broker import EmbeddedBroker
-from tests.faults.figures import report
 from tests.integration.test_status_page import text_of
-from tests.sample_events import run_event
+from tests.support.figures import report
 from tests.support.load import compare, kafka_run_ids, post_events
+from tests.support.sample_events import run_event
 from tests.support.waiting import wait_for, wait_until
 
 pytestmark = pytest.mark.integration

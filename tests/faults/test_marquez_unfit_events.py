@@ -4,7 +4,7 @@ NullPointerException after the raw row is stored) and a NUL character in a strin
 ``marquez`` target knows them and dead-letters them at once with the reason, before
 sending — or strips the NULs when ``nul_characters: strip`` — and the run's lane moves on.
 
-Against the Marquez double, which reproduces both 500s (tests/doubles/marquez_double.py).
+Against the Marquez double, which reproduces both 500s (tests/support/doubles/marquez_double.py).
 Figures: sent, delivered, dead-lettered, attempts the double saw per unfit event (0:
 nothing was sent), and whether the lane moved on.
 """
@@ -18,9 +18,6 @@ import orjson
 import pytest
 
 from proxy.destinations.http.marquez import JOB_EVENTS
-from tests.doubles.marquez_double import MarquezDouble
-from tests.faults.figures import report
-from tests.sample_events import job_event
 from tests.support.consumers import (
     assert_in_order_per_run,
     consumer_config,
@@ -30,7 +27,10 @@ from tests.support.consumers import (
     running,
     sequenced_run_events,
 )
+from tests.support.doubles.marquez_double import MarquezDouble
+from tests.support.figures import report
 from tests.support.kafka_reader import read_all_produced_so_far
+from tests.support.sample_events import job_event
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -33,7 +33,6 @@ import pytest
 import yaml
 from confluent_kafka import KafkaException
 
-from tests.faults.figures import report
 from tests.support.consumers import (
     FAST_BREAKER,
     FAST_RETRY,
@@ -49,6 +48,7 @@ from tests.support.consumers import (
     seq,
     sequenced_run_events,
 )
+from tests.support.figures import report
 from tests.support.ports import free_port
 from tests.support.s3_server import BUCKET, S3Server, object_archive_target, s3_credentials
 from tests.support.slow_link import SlowLink

@@ -11,10 +11,10 @@ import pytest
 from aiohttp import ClientSession
 
 from proxy.server.embedded_broker import free_port
-from tests.faults.figures import report
-from tests.sample_events import PRODUCER, run_event
+from tests.support.figures import report
 from tests.support.load import kafka_run_ids
 from tests.support.paths import fresh_spool_directory
+from tests.support.sample_events import PRODUCER, run_event
 
 pytestmark = pytest.mark.integration
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from aiohttp import ClientError, ClientSession
 
-from tests.faults.figures import report
-from tests.sample_events import rich_run_event
+from tests.support.figures import report
 from tests.support.load import archive_run_ids, compare, kafka_run_ids, post_events
 from tests.support.processes import serve_process, wait_until_ready
+from tests.support.sample_events import rich_run_event
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

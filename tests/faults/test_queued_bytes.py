@@ -36,11 +36,11 @@ import pytest
 from aiohttp import ClientSession
 
 from proxy.tap.hub import STALLED_SECONDS
-from tests.faults.figures import report
-from tests.sample_events import PRODUCER, run_event
+from tests.support.figures import report
 from tests.support.metrics import metrics_of, total
 from tests.support.process_memory import reset_peak, rss
 from tests.support.processes import serve_process, wait_until_ready
+from tests.support.sample_events import PRODUCER, run_event
 from tests.support.tap_readers import stalled_reader
 from tests.support.waiting import eventually
 

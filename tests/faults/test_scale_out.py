@@ -41,9 +41,6 @@ import yaml
 from aiohttp import ClientSession, web
 from confluent_kafka import Consumer, TopicPartition
 
-from tests.doubles.target_double import TargetDouble
-from tests.faults.figures import report
-from tests.sample_events import facet, run_event
 from tests.support.consumers import (
     FAST_RETRY,
     TEST_GROUP,
@@ -53,11 +50,14 @@ from tests.support.consumers import (
     seq,
     status_of,
 )
+from tests.support.doubles.target_double import TargetDouble
+from tests.support.figures import report
 from tests.support.kafka_reader import read_all_produced_so_far
 from tests.support.load import BalancedLoadResult, compare, post_runs_balanced
 from tests.support.metrics import sample
 from tests.support.ports import free_port
 from tests.support.processes import ServeProcess, serve_process, stop_process, wait_until_ready
+from tests.support.sample_events import facet, run_event
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600)]

@@ -30,12 +30,12 @@ import orjson
 import pytest
 
 from proxy.server.embedded_broker import EmbeddedBroker, free_port
-from tests.faults.figures import report
-from tests.faults.small_disk import fill, small_tmpfs
-from tests.sample_events import event_identity, one_run, run_event
+from tests.support.figures import report
 from tests.support.kafka_reader import read_all_produced_so_far
 from tests.support.load import LoadResult, compare, post_events
 from tests.support.paths import fresh_spool_directory
+from tests.support.sample_events import event_identity, one_run, run_event
+from tests.support.small_disk import fill, small_tmpfs
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -23,15 +23,15 @@ from proxy.destinations.kafka.destination import event_headers
 from proxy.kafka.order_stamp import ORDER_HEADER
 from proxy.openlineage import event_key
 from proxy.server.embedded_broker import EmbeddedBroker
-from tests.faults.figures import report
-from tests.sample_events import event_identity, one_run, run_event
 from tests.support.brokers import kill, running_broker
+from tests.support.figures import report
 from tests.support.kafka_reader import read_all_produced_so_far
 from tests.support.load import LoadResult, compare, kafka_run_ids, post_events
 from tests.support.metrics import fetch_metrics, sample
 from tests.support.paths import fresh_spool_directory
 from tests.support.ports import free_port
 from tests.support.processes import ServeProcess, serve_process, wait_until_alive
+from tests.support.sample_events import event_identity, one_run, run_event
 from tests.support.waiting import eventually, wait_until
 
 pytestmark = pytest.mark.integration

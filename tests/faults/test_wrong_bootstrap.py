@@ -25,10 +25,10 @@ from proxy.destinations.kafka.spool import Spool
 from proxy.destinations.kafka.spool_dirs import record_cluster
 from proxy.openlineage import event_key
 from proxy.server.embedded_broker import free_port
-from tests.faults.figures import report
-from tests.sample_events import run_event
+from tests.support.figures import report
 from tests.support.load import compare, kafka_run_ids, post_events
 from tests.support.paths import REPO
+from tests.support.sample_events import run_event
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration

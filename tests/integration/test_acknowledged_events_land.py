@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from tests.faults.figures import report
-from tests.sample_events import rich_run_event
+from tests.support.figures import report
 from tests.support.load import compare, kafka_run_ids, post_events
+from tests.support.sample_events import rich_run_event
 
 pytestmark = pytest.mark.integration
 

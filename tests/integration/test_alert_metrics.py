@@ -14,8 +14,8 @@ from proxy.destinations.kafka.spool import Spool
 from proxy.destinations.kafka.stranded import write_record
 from proxy.server.embedded_broker import free_port
 from tests.conftest import ProxyFactory
-from tests.sample_events import run_event
 from tests.support.paths import fresh_spool_directory
+from tests.support.sample_events import run_event
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.sample_events import rich_run_event
+from tests.support.sample_events import rich_run_event
 from tests.support.syscalls import (
     ARCHIVE_FILE,
     assert_synced_before_answers,

@@ -11,8 +11,8 @@ from aiohttp import ClientSession
 from multidict import CIMultiDict
 
 from tests.integration.test_lineage_endpoint import post
-from tests.sample_events import dataset_event, job_event, run_event
 from tests.support.kafka_reader import read_all_produced_so_far
+from tests.support.sample_events import dataset_event, job_event, run_event
 
 pytestmark = pytest.mark.integration
 

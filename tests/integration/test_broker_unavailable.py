@@ -8,10 +8,10 @@ from aiohttp import ClientSession
 
 from proxy.server.serve import serving
 from proxy.web.app import create_app
-from tests.sample_events import run_event
 from tests.support.paths import ARCHIVE_ROOT
 from tests.support.ports import free_port
 from tests.support.proxies import proxy_config
+from tests.support.sample_events import run_event
 
 pytestmark = pytest.mark.integration
 

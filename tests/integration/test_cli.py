@@ -16,15 +16,15 @@ import pytest
 import requests
 
 from proxy.destinations.archive.destination import finished_files
-from tests.doubles.target_double import TargetDouble
-from tests.faults.figures import report
-from tests.sample_events import rich_run_event, run_event
 from tests.support.cli import cli_process
+from tests.support.doubles.target_double import TargetDouble
+from tests.support.figures import report
 from tests.support.kafka_reader import read_all_produced_so_far
 from tests.support.load import compare, kafka_run_ids, post_events
 from tests.support.paths import REPO
 from tests.support.ports import free_port
 from tests.support.processes import serve_process, wait_until_ready
+from tests.support.sample_events import rich_run_event, run_event
 from tests.support.waiting import read_until, wait_for, wait_until
 
 pytestmark = pytest.mark.integration

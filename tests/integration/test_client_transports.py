@@ -19,7 +19,7 @@ from openlineage.client import OpenLineageClient
 from openlineage.client.event_v2 import RunEvent
 from openlineage.client.serde import Serde
 
-from tests.client_events import PRODUCER, every_facet_event, standard_facet_classes
+from tests.support.client_events import PRODUCER, every_facet_event, standard_facet_classes
 from tests.support.kafka_reader import Record, read_topic
 
 pytestmark = pytest.mark.integration

@@ -16,9 +16,9 @@ import pytest
 
 from spark_emitter.run_ids import uuid7
 from tests.integration.test_lineage_endpoint import post
-from tests.sample_events import dataset_event, job_event, rich_run_event
 from tests.support.kafka_reader import read_all_produced_so_far
 from tests.support.paths import REPO
+from tests.support.sample_events import dataset_event, job_event, rich_run_event
 
 pytestmark = pytest.mark.integration
 

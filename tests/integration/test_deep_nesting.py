@@ -14,8 +14,8 @@ import pytest
 
 from proxy.web.ingest import MAX_EVENT_DEPTH
 from tests.integration.test_lineage_endpoint import post
-from tests.sample_events import PRODUCER, run_event
 from tests.support.kafka_reader import read_all_produced_so_far
+from tests.support.sample_events import PRODUCER, run_event
 
 pytestmark = pytest.mark.integration
 

@@ -10,8 +10,8 @@ import orjson
 import pytest
 from aiohttp import ClientSession
 
-from tests.sample_events import facet, run_event
 from tests.support.kafka_reader import read_topic
+from tests.support.sample_events import facet, run_event
 
 pytestmark = pytest.mark.integration
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.sample_events import run_event
 from tests.support.ports import free_port
+from tests.support.sample_events import run_event
 from tests.support.syscalls import (
     SEGMENT,
     assert_synced_before_answers,

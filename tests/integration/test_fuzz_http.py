@@ -23,11 +23,11 @@ import requests
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.faults.figures import report
-from tests.sample_events import PRODUCER, facet, rich_run_event, run_event
+from tests.support.figures import report
 from tests.support.kafka_reader import read_topic
 from tests.support.load import kafka_run_ids
 from tests.support.processes import ServeProcess, serve_process, wait_until_ready
+from tests.support.sample_events import PRODUCER, facet, rich_run_event, run_event
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -15,7 +15,7 @@ from multidict import CIMultiDict
 
 from tests.integration.test_lineage_endpoint import AUTH
 from tests.integration.test_misbehaving_clients import connect, metric
-from tests.sample_events import run_event
+from tests.support.sample_events import run_event
 
 pytestmark = pytest.mark.integration
 

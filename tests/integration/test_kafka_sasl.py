@@ -12,7 +12,7 @@ consumer here, so they are covered by its path rather than started again.
 One private 1-broker cluster for the module (the session's clusters have no SASL
 listener; a second listener there would cost every worker a keystore and SCRAM users
 for the few tests that need them). Its certificate comes from the tests' CA
-(tests/certificates.py), its SCRAM user is created when its storage is formatted. What
+(tests/support/certificates.py), its SCRAM user is created when its storage is formatted. What
 the clients wrote is read back through the broker's PLAINTEXT listener — an independent
 reader, not the code under test.
 """
@@ -38,17 +38,17 @@ import pytest
 import yaml
 from confluent_kafka import KafkaException
 
-from tests.certificates import TestCA
-from tests.doubles.target_double import TargetDouble
-from tests.sample_events import run_event
+from tests.support.certificates import TestCA
 from tests.support.cli import run_cli
 from tests.support.consumers import FAST_BREAKER, FAST_RETRY, TEST_GROUP
+from tests.support.doubles.target_double import TargetDouble
 from tests.support.kafka_cluster import SCRAM, KafkaCluster, SaslSslListener
 from tests.support.kafka_reader import Record, read_topic
 from tests.support.metrics import sample
 from tests.support.paths import REPO
 from tests.support.ports import free_port
 from tests.support.processes import ServeProcess, stop_process, wait_until_ready
+from tests.support.sample_events import run_event
 from tests.support.tiers import starts
 from tests.support.waiting import wait_for
 

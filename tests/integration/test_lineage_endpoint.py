@@ -10,9 +10,9 @@ import pytest
 from aiohttp import ClientSession
 
 from tests.integration.test_misbehaving_clients import metric
-from tests.sample_events import dataset_event, job_event, rich_run_event, run_event
 from tests.support.kafka_reader import read_all_produced_so_far
 from tests.support.load import archive_run_ids, landed_before_a_marker
+from tests.support.sample_events import dataset_event, job_event, rich_run_event, run_event
 
 pytestmark = pytest.mark.integration
 

@@ -17,9 +17,9 @@ import orjson
 import pytest
 from aiohttp import ClientSession
 
-from tests.faults.figures import report
-from tests.sample_events import run_event
+from tests.support.figures import report
 from tests.support.metrics import metrics_of, sample
+from tests.support.sample_events import run_event
 from tests.support.waiting import eventually, wait_for
 
 pytestmark = pytest.mark.integration

@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.sample_events import run_event
 from tests.support.paths import REPO
 from tests.support.ports import free_port
 from tests.support.processes import stop_process, wait_until_alive
+from tests.support.sample_events import run_event
 from tests.support.waiting import wait_until
 
 TOY_CONFIG = '''"""A ``toy`` destination: each event as a line appended to a file."""

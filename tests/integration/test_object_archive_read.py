@@ -23,9 +23,8 @@ from consumers.replay import ReplayFilter, parse_time, replay
 from proxy.config.settings import ProxyConfig
 from proxy.destinations.object_archive.config import ObjectArchiveDestinationConfig
 from proxy.destinations.object_archive.destination import ObjectArchiveWriter
-from tests.doubles.marquez_double import MarquezDouble
-from tests.sample_events import run_event
 from tests.support.cli import run_cli
+from tests.support.doubles.marquez_double import MarquezDouble
 from tests.support.kafka_reader import read_all_produced_so_far
 from tests.support.paths import REPO
 from tests.support.s3_server import (
@@ -36,6 +35,7 @@ from tests.support.s3_server import (
     object_archive_target,
     s3_credentials,
 )
+from tests.support.sample_events import run_event
 from tests.support.tiers import starts
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("s3")]

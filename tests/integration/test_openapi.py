@@ -13,8 +13,8 @@ from jsonschema import Draft202012Validator
 
 from proxy.web.app import create_app
 from proxy.web.openapi import openapi_document
-from tests.sample_events import run_event
 from tests.support.proxies import proxy_config
+from tests.support.sample_events import run_event
 
 pytestmark = pytest.mark.integration
 

@@ -11,10 +11,10 @@ import pytest
 import requests
 
 from proxy import __version__
-from tests.sample_events import run_event
 from tests.support.consumers import create_topic
 from tests.support.metrics import sample
 from tests.support.processes import serve_process, wait_until_ready
+from tests.support.sample_events import run_event
 from tests.support.waiting import read_until
 
 pytestmark = pytest.mark.integration

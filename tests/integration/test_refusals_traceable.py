@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from tests.integration.test_lineage_endpoint import post
-from tests.sample_events import run_event
+from tests.support.sample_events import run_event
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,7 @@ from aiohttp.test_utils import make_mocked_request
 
 from proxy.metrics.process import ProxyMetrics
 from proxy.web.client_faults import ClientFaults
-from tests.sample_events import run_event
+from tests.support.sample_events import run_event
 
 pytestmark = pytest.mark.integration
 

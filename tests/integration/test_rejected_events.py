@@ -10,8 +10,8 @@ import pytest
 from consumers.replay import ReplayFilter, replay
 from proxy.config.settings import ProxyConfig
 from tests.integration.test_lineage_endpoint import post
-from tests.sample_events import rich_run_event
 from tests.support.kafka_reader import Record, read_all_produced_so_far, read_topic
+from tests.support.sample_events import rich_run_event
 
 pytestmark = pytest.mark.integration
 

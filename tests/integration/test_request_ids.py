@@ -9,7 +9,7 @@ import orjson
 import pytest
 from aiohttp import ClientSession
 
-from tests.sample_events import run_event
+from tests.support.sample_events import run_event
 
 pytestmark = pytest.mark.integration
 

@@ -14,9 +14,9 @@ from aiohttp import ClientSession
 
 from proxy.destinations.archive.destination import finished_files
 from routing_rules.transforms import REDACTED
-from tests.doubles.target_double import TargetDouble
-from tests.sample_events import dataset_event, job_event, rich_run_event, run_event
+from tests.support.doubles.target_double import TargetDouble
 from tests.support.kafka_reader import read_all_produced_so_far
+from tests.support.sample_events import dataset_event, job_event, rich_run_event, run_event
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration

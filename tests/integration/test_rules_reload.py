@@ -16,10 +16,10 @@ import pytest
 import requests
 from aiohttp import ClientSession
 
-from tests.sample_events import run_event
 from tests.support.kafka_reader import read_all_produced_so_far
 from tests.support.metrics import fetch_metrics, sample
 from tests.support.processes import serve_process, wait_until_ready
+from tests.support.sample_events import run_event
 from tests.support.waiting import wait_for, wait_until
 
 pytestmark = pytest.mark.integration

@@ -14,8 +14,8 @@ from aiohttp import ClientSession
 
 from proxy import __version__
 from tests.integration.test_lineage_endpoint import post
-from tests.sample_events import run_event
 from tests.support.paths import REPO
+from tests.support.sample_events import run_event
 
 pytestmark = pytest.mark.integration
 

@@ -19,11 +19,11 @@ from proxy.server.serve import serving
 from proxy.tap.client import TapFailed, tap_events
 from proxy.web.app import create_app
 from proxy.web.keys import METRICS, TAP
-from tests.faults.figures import report
 from tests.integration.test_lineage_endpoint import post
-from tests.sample_events import run_event
+from tests.support.figures import report
 from tests.support.processes import serve_process, wait_until_ready
 from tests.support.proxies import proxy_config
+from tests.support.sample_events import run_event
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration

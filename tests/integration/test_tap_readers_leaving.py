@@ -24,9 +24,9 @@ from proxy.web import tap_endpoint
 from proxy.web.app import create_app
 from proxy.web.keys import TAP
 from routing_rules.ruleset import Route, Trace
-from tests.sample_events import PRODUCER, run_event
 from tests.support.brokers import running_broker
 from tests.support.proxies import proxy_config
+from tests.support.sample_events import PRODUCER, run_event
 from tests.support.tap_readers import stalled_reader
 from tests.support.waiting import wait_for
 

@@ -19,7 +19,7 @@ from proxy.tap.hub import TapFilter, TapHub
 from proxy.tap.relay import TapRelay
 from proxy.validation.exact_json import dumps
 from routing_rules.ruleset import Route, Trace
-from tests.sample_events import run_event
+from tests.support.sample_events import run_event
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration

@@ -22,10 +22,10 @@ import pytest
 import requests
 from openlineage.client import OpenLineageClient
 
-from tests.certificates import Issued, TestCA, fingerprint_of
-from tests.sample_events import run_event
+from tests.support.certificates import Issued, TestCA, fingerprint_of
 from tests.support.kafka_reader import read_all_produced_so_far
 from tests.support.processes import ServeProcess, serve_process, wait_until_ready
+from tests.support.sample_events import run_event
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration

@@ -24,13 +24,13 @@ from proxy.destinations.kafka.spool import Spool
 from proxy.destinations.kafka.spool_dirs import spool_directory
 from proxy.kafka.producer import KafkaProducer
 from proxy.openlineage import event_key
-from tests.faults.figures import report
-from tests.sample_events import rich_run_event, run_event
 from tests.support.brokers import running_broker
+from tests.support.figures import report
 from tests.support.load import archive_run_ids, compare, kafka_run_ids, post_events
 from tests.support.metrics import fetch_metrics
 from tests.support.ports import free_port
 from tests.support.processes import ServeProcess, serve_process
+from tests.support.sample_events import rich_run_event, run_event
 from tests.support.waiting import read_eventually, wait_for, wait_until
 
 pytestmark = pytest.mark.integration

@@ -15,15 +15,15 @@ import pytest
 import requests
 
 from proxy.tap.client import tap_events
-from tests.faults.figures import report
 from tests.integration.test_workers import (
     by_worker,
     samples,
     two_workers,
     wait_until_both_listen,
 )
-from tests.sample_events import run_event
+from tests.support.figures import report
 from tests.support.load import post_events
+from tests.support.sample_events import run_event
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration

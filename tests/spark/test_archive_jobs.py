@@ -19,8 +19,8 @@ from proxy.cli.main import main as cli_main
 from proxy.destinations.archive.destination import ArchiveWriter
 from spark_emitter.archive_jobs.compact import compact
 from spark_emitter.archive_jobs.graph import build_graph
-from tests.sample_events import dataset_event, facet, run_event
 from tests.support.paths import REPO
+from tests.support.sample_events import dataset_event, facet, run_event
 
 pytestmark = pytest.mark.spark
 

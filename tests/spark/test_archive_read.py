@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from proxy.destinations.archive.destination import ArchiveWriter
-from tests.sample_events import dataset_event, rich_run_event
+from tests.support.sample_events import dataset_event, rich_run_event
 
 pytestmark = pytest.mark.spark
 

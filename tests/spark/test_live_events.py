@@ -25,8 +25,8 @@ from pyspark.sql import functions as F
 
 from proxy.validation import EventValidator
 from spark_emitter import LineageEmitter
-from tests.faults.figures import report
 from tests.spark.conftest import LineageReceiver, event_types, settle, wait_until
+from tests.support.figures import report
 from tests.support.paths import REPO
 
 pytestmark = pytest.mark.spark

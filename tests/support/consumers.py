@@ -31,11 +31,11 @@ from confluent_kafka.admin import (
 
 from consumers.config import ConsumerConfig
 from consumers.daemon import ConsumerDaemon
-from tests.sample_events import facet, run_event
 from tests.support.load import kafka_run_ids
 from tests.support.metrics import sample
 from tests.support.paths import REPO
 from tests.support.processes import ServeProcess
+from tests.support.sample_events import facet, run_event
 from tests.support.waiting import wait_for
 
 # Short group timeouts: a join takes ~3 s on the test broker instead of ~23 s.

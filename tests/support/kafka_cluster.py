@@ -93,7 +93,7 @@ def _listening(port: int) -> bool:
 @dataclass(frozen=True)
 class SaslSslListener:
     """A SASL_SSL listener: the brokers' PKCS#12 keystore (certificate and key, made in
-    the test by tests/certificates.py) and the SCRAM-SHA-512 users, name → password."""
+    the test by tests/support/certificates.py) and the SCRAM-SHA-512 users, name → password."""
 
     keystore: Path
     keystore_password: str

@@ -16,8 +16,8 @@ from typing import Any
 import orjson
 from aiohttp import ClientError, ClientSession, ClientTimeout, TCPConnector
 
-from tests.sample_events import run_event
 from tests.support.kafka_reader import Record, read_all_produced_so_far, read_through_markers
+from tests.support.sample_events import run_event
 
 __all__ = [
     "BalancedLoadResult",

@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from proxy.auth.principal import Principal
-from tests.sample_events import dataset_event, job_event, run_event
+from tests.support.sample_events import dataset_event, job_event, run_event
 
 TEAM_A = ("team-a*",)
 DBS_A = ("postgres://db-a:*",)

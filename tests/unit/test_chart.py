@@ -25,8 +25,8 @@ import yaml
 from proxy.cli.main import build_parser
 from proxy.config.settings import ProxyConfig, load_config
 from routing_rules.loader import BUILTIN_RULES, load_rules_file
-from tests.config_paths import CONFIG_INPUTS, used_paths
-from tests.deploy_tools import KUBERNETES_VERSION, kubernetes_schemas, run_tool
+from tests.support.config_paths import CONFIG_INPUTS, used_paths
+from tests.support.deploy_tools import KUBERNETES_VERSION, kubernetes_schemas, run_tool
 from tests.support.paths import REPO
 
 CHART = REPO / "deploy" / "helm" / "lineage-proxy"

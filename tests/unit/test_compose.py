@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from proxy.config.settings import ProxyConfig, load_config
-from tests.config_paths import CONFIG_INPUTS, config_leaves, used_paths
+from tests.support.config_paths import CONFIG_INPUTS, config_leaves, used_paths
 from tests.support.paths import REPO
 
 COMPOSE = REPO / "compose"

@@ -22,7 +22,7 @@ from proxy.destinations.kafka.stranded import StrandedSpool
 from proxy.metrics.disk_space import DiskSpace
 from proxy.metrics.process import KafkaReachability, ProxyMetrics
 from routing_rules.stats import RoutingStats
-from tests.deploy_tools import run_tool
+from tests.support.deploy_tools import run_tool
 from tests.support.paths import REPO
 
 DEPLOY = REPO / "deploy"

@@ -12,7 +12,7 @@ import pytest
 from proxy.config.settings import load_config
 from proxy.support.yaml_source import ConfigError
 from routing_rules.loader import load_rules_file
-from tests.config_errors import config_refusal
+from tests.support.config_errors import config_refusal
 
 
 def test_a_section_whose_children_are_commented_out_is_empty(tmp_path) -> None:

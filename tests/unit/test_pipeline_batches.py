@@ -14,7 +14,7 @@ from proxy.metrics.process import ProxyMetrics
 from proxy.validation import EventValidator
 from proxy.validation.repairs import EventRepairer
 from routing_rules.ruleset import Route, Trace
-from tests.sample_events import run_event
+from tests.support.sample_events import run_event
 
 
 class BatchDestinationDouble(Destination):

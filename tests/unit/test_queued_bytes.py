@@ -17,7 +17,7 @@ from proxy.tap import hub as tap_hub
 from proxy.tap.hub import Subscription, TapFilter, TapHub
 from proxy.validation.exact_json import dumps
 from routing_rules.ruleset import Route, Trace
-from tests.sample_events import run_event
+from tests.support.sample_events import run_event
 
 EVERYONE = Principal("admin", ("*",), ("*",))
 

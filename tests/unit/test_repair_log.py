@@ -6,7 +6,7 @@ import logging
 
 from proxy.ingest.repair_log import RepairLog
 from proxy.openlineage.repaired import Repair, RepairedEvent
-from tests.sample_events import run_event
+from tests.support.sample_events import run_event
 
 
 class Clock:

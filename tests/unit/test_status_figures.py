@@ -15,7 +15,7 @@ from proxy.web.rejections import RecentRejections
 from proxy.web.status.rates import RateWindow, Reading, read_registry
 from proxy.web.status.report import _consumers, _quantile
 from routing_rules.ruleset import Route, Trace
-from tests.sample_events import dataset_event, run_event
+from tests.support.sample_events import dataset_event, run_event
 
 
 def counter_registry() -> tuple[CollectorRegistry, Counter]:

@@ -21,7 +21,7 @@ from proxy.web.status.parts import (
 from proxy.web.status.rates import Reading
 from proxy.web.status.report import _quantile
 from routing_rules.ruleset import Route, Trace
-from tests.sample_events import run_event
+from tests.support.sample_events import run_event
 from tests.unit.test_status_figures import latency_reading
 
 

@@ -17,8 +17,8 @@ from consumers.run import running_daemons
 from proxy.config.settings import ProxyConfig, load_config
 from proxy.support.tls import TlsConfig, server_context
 from proxy.support.yaml_source import ConfigError
-from tests.certificates import Issued, TestCA
-from tests.config_errors import config_refusal
+from tests.support.certificates import Issued, TestCA
+from tests.support.config_errors import config_refusal
 
 
 @pytest.fixture

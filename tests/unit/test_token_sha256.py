@@ -13,7 +13,7 @@ from proxy.auth.authenticator import Authenticator
 from proxy.auth.config import AuthConfig
 from proxy.cli.main import main
 from proxy.support.request_errors import RequestError
-from tests.config_errors import config_refusal
+from tests.support.config_errors import config_refusal
 
 DIGEST = hashlib.sha256(b"s3cret").hexdigest()
 ONE_OF = "4: auth.tokens.0: Value error, give exactly one of token, token_env, token_sha256 or"

@@ -8,7 +8,7 @@ import sys
 
 import orjson
 
-from tests.sample_events import run_event
+from tests.support.sample_events import run_event
 
 
 def _validate(*args: str) -> subprocess.CompletedProcess[str]:

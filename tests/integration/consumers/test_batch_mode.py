@@ -8,7 +8,6 @@ import orjson
 import pytest
 from aiohttp import web
 
-from tests.doubles.target_double import TargetDouble
 from tests.support.consumers import (
     consumer_config,
     encoded,
@@ -18,6 +17,7 @@ from tests.support.consumers import (
     seq,
     sequenced_run_events,
 )
+from tests.support.doubles.target_double import TargetDouble
 from tests.support.kafka_reader import read_topic
 from tests.support.waiting import wait_for
 

@@ -12,9 +12,9 @@ import pytest
 from confluent_kafka import Producer
 
 from proxy.destinations.archive.destination import finished_files
-from tests.faults.figures import report
-from tests.sample_events import run_event
 from tests.support.consumers import consumer_config, running
+from tests.support.figures import report
+from tests.support.sample_events import run_event
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

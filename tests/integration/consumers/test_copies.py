@@ -14,10 +14,10 @@ from confluent_kafka import Producer
 from proxy.destinations.kafka.destination import event_headers
 from proxy.kafka.order_stamp import ORDER_HEADER, next_stamp
 from proxy.openlineage import event_key
-from tests.doubles.marquez_double import MarquezDouble
-from tests.faults.figures import report
-from tests.sample_events import event_identity, one_run
 from tests.support.consumers import consumer_config, create_topic, metric, running
+from tests.support.doubles.marquez_double import MarquezDouble
+from tests.support.figures import report
+from tests.support.sample_events import event_identity, one_run
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration

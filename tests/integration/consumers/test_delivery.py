@@ -15,9 +15,6 @@ import orjson
 import pytest
 
 from proxy.destinations.retry import CircuitState
-from tests.doubles.marquez_double import MarquezDouble
-from tests.faults.figures import report
-from tests.sample_events import facet, run_event
 from tests.support.consumers import (
     assert_in_order_per_run,
     consumer_config,
@@ -29,7 +26,10 @@ from tests.support.consumers import (
     seq,
     sequenced_run_events,
 )
+from tests.support.doubles.marquez_double import MarquezDouble
+from tests.support.figures import report
 from tests.support.kafka_reader import read_all_produced_so_far
+from tests.support.sample_events import facet, run_event
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration

@@ -19,9 +19,6 @@ import yaml
 
 from proxy.openlineage import event_key
 from proxy.server.embedded_broker import free_port
-from tests.doubles.marquez_double import MarquezDouble
-from tests.doubles.target_double import TargetDouble
-from tests.sample_events import run_event
 from tests.support.cli import run_cli
 from tests.support.consumers import (
     FAST_RETRY,
@@ -31,8 +28,11 @@ from tests.support.consumers import (
     produce,
     running,
 )
+from tests.support.doubles.marquez_double import MarquezDouble
+from tests.support.doubles.target_double import TargetDouble
 from tests.support.kafka_reader import read_all_produced_so_far
 from tests.support.paths import REPO
+from tests.support.sample_events import run_event
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration

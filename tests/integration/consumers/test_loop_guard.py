@@ -12,10 +12,10 @@ from aiohttp import ClientSession
 
 from proxy.destinations.hops import HEADER
 from proxy.server.embedded_broker import free_port
-from tests.sample_events import run_event
 from tests.support.consumers import consumer_config, metric, running
 from tests.support.kafka_reader import read_all_produced_so_far
 from tests.support.load import kafka_run_ids
+from tests.support.sample_events import run_event
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration

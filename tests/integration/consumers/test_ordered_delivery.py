@@ -18,10 +18,10 @@ import orjson
 import pytest
 from aiohttp import ClientSession
 
-from tests.doubles.marquez_double import MarquezDouble
-from tests.faults.figures import report
-from tests.sample_events import run_event
 from tests.support.consumers import consumer_config, create_topic, running
+from tests.support.doubles.marquez_double import MarquezDouble
+from tests.support.figures import report
+from tests.support.sample_events import run_event
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration

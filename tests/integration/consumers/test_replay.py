@@ -17,10 +17,10 @@ from consumers.config import ConsumerConfig
 from consumers.replay import ReplayFilter, parse_time, replay
 from proxy.config.settings import KafkaConfig, ProxyConfig
 from proxy.destinations.archive.destination import ArchiveWriter
-from tests.doubles.marquez_double import MarquezDouble
-from tests.sample_events import run_event
+from tests.support.doubles.marquez_double import MarquezDouble
 from tests.support.kafka_reader import read_topic
 from tests.support.paths import REPO
+from tests.support.sample_events import run_event
 
 pytestmark = pytest.mark.integration
 

@@ -16,8 +16,8 @@ import consumers.sorted_day
 from consumers.replay import ReplayFilter, replay
 from proxy.config.settings import ProxyConfig
 from proxy.destinations.archive.destination import ArchiveWriter, finished_files
-from tests.sample_events import run_event
 from tests.support.kafka_reader import read_topic
+from tests.support.sample_events import run_event
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -13,8 +13,6 @@ import pytest
 from consumers.run import running_daemons
 from proxy.config.settings import ProxyConfig
 from proxy.server.embedded_broker import EmbeddedBroker
-from tests.doubles.datahub_double import DataHubDouble
-from tests.doubles.marquez_double import MarquezDouble
 from tests.support.brokers import kill
 from tests.support.consumers import (
     FAST_BREAKER,
@@ -25,6 +23,8 @@ from tests.support.consumers import (
     produce,
     sequenced_run_events,
 )
+from tests.support.doubles.datahub_double import DataHubDouble
+from tests.support.doubles.marquez_double import MarquezDouble
 from tests.support.metrics import total
 from tests.support.ports import free_port
 from tests.support.waiting import wait_for

@@ -13,9 +13,9 @@ import pytest
 
 from consumers.run import running_daemons
 from proxy.config.settings import ProxyConfig
-from tests.certificates import TestCA
-from tests.doubles.marquez_double import MarquezDouble
+from tests.support.certificates import TestCA
 from tests.support.consumers import TEST_GROUP
+from tests.support.doubles.marquez_double import MarquezDouble
 from tests.support.ports import free_port
 from tests.support.waiting import wait_for
 

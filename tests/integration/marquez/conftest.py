@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.faults.figures import report
 from tests.support.consumers import TEST_GROUP, consume_process, status_of
+from tests.support.figures import report
 from tests.support.marquez import MarquezServer, MarquezUnavailable, ensure_marquez, marquez_servers
 from tests.support.ports import free_port
 from tests.support.tiers import starts

@@ -23,7 +23,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tests.sample_events import PRODUCER, SCHEMA_URL, facet
+from tests.support.sample_events import PRODUCER, SCHEMA_URL, facet
 
 __all__ = ["corpus", "refused_by_marquez"]
 

@@ -19,7 +19,6 @@ import pytest
 from consumers.replay import ReplayFilter, parse_time, replay
 from proxy.config.settings import ProxyConfig
 from proxy.destinations.archive.destination import ArchiveWriter
-from tests.sample_events import run_event
 from tests.support.consumers import (
     assert_in_order_per_run,
     consumer_config,
@@ -30,6 +29,7 @@ from tests.support.consumers import (
     sequenced_run_events,
 )
 from tests.support.marquez import MarquezServer
+from tests.support.sample_events import run_event
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.marquez, pytest.mark.xdist_group("marquez")]

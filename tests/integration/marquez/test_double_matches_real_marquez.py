@@ -1,4 +1,4 @@
-"""The Marquez double (tests/doubles/marquez_double.py) answers as the real Marquez 0.50.0
+"""The Marquez double (tests/support/doubles/marquez_double.py) answers as the real Marquez 0.50.0
 does, for every kind of input the double claims to reproduce: the same status, and for a
 500 the same ``code`` in the body (which tells the event's fault from the server's).
 
@@ -16,9 +16,9 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.doubles.marquez_double import MarquezDouble
-from tests.sample_events import job_event, run_event
+from tests.support.doubles.marquez_double import MarquezDouble
 from tests.support.marquez_state import post_raw
+from tests.support.sample_events import job_event, run_event
 
 pytestmark = [
     pytest.mark.integration,

@@ -6,7 +6,7 @@ delivered by the consumer daemon with the default retry and circuit-breaker sett
 behaviour a user gets. The order Marquez stored them in is read from its own table
 (``lineage_events.created_at``, the insert's transaction time), which its API does not show.
 
-Figures (tests/faults/figures.py): sent, stored (distinct events in Marquez), lost,
+Figures (tests/support/figures.py): sent, stored (distinct events in Marquez), lost,
 duplicates (extra copies stored), dead_lettered (messages in ``<topic>.dlq``) and
 seconds_to_recover (from Marquez healthy again to its first stored event of the stream).
 """
@@ -24,8 +24,6 @@ import orjson
 import pytest
 
 from consumers.config import ConsumerConfig
-from tests.faults.figures import report
-from tests.sample_events import facet, run_event
 from tests.support.consumers import (
     TEST_GROUP,
     create_topic,
@@ -34,9 +32,11 @@ from tests.support.consumers import (
     produce,
     running,
 )
+from tests.support.figures import report
 from tests.support.kafka_reader import read_all_produced_so_far
 from tests.support.marquez import MarquezServer
 from tests.support.marquez_state import api_get, post_events, post_raw
+from tests.support.sample_events import facet, run_event
 from tests.support.waiting import eventually, wait_for
 
 pytestmark = [

@@ -25,12 +25,12 @@ from aiohttp import ClientSession
 from openlineage.client import OpenLineageClient
 from openlineage.client.event_v2 import RunEvent, RunState
 
-from tests.client_events import every_facet_event
-from tests.faults.figures import report
 from tests.integration.marquez.conftest import consuming_into
 from tests.integration.marquez.fidelity_corpus import corpus, refused_by_marquez
+from tests.support.client_events import every_facet_event
 from tests.support.consumers import create_topic, status_of
 from tests.support.dbt import dbt_ol
+from tests.support.figures import report
 from tests.support.marquez import MarquezServer
 from tests.support.marquez_state import (
     TIED_FACET_MARK,

@@ -1,7 +1,7 @@
 """The dedupe cache: identity, LRU bound, and a journal that survives the process."""
 
 from consumers.dedupe import DedupeCache, event_identity
-from tests.sample_events import run_event
+from tests.support.sample_events import run_event
 
 
 def test_identity_is_run_type_time_and_job():

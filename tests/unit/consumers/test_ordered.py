@@ -9,7 +9,7 @@ from confluent_kafka import Message
 
 from consumers.ordered import ConflictGate, Lookahead, ReorderBuffer, entities_of
 from proxy.kafka.order_stamp import ORDER_HEADER, next_stamp
-from tests.sample_events import run_event
+from tests.support.sample_events import run_event
 
 P0, P1 = ("t", 0), ("t", 1)
 

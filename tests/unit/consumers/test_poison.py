@@ -6,7 +6,7 @@ import orjson
 import pytest
 
 from consumers.poison import UNREAD, checked_event, parse_event
-from tests.sample_events import rich_run_event
+from tests.support.sample_events import rich_run_event
 
 POISON = [
     b"",

@@ -28,9 +28,9 @@ from proxy.destinations.archive.destination import (
     finished_files,
 )
 from proxy.destinations.archive.layout import MAX_PARTITION_VALUE_BYTES, event_date
-from tests.faults.small_disk import fill, limit_file_size, small_tmpfs
-from tests.sample_events import dataset_event, run_event
 from tests.support.paths import REPO
+from tests.support.sample_events import dataset_event, run_event
+from tests.support.small_disk import fill, limit_file_size, small_tmpfs
 from tests.support.waiting import wait_for
 
 

@@ -14,11 +14,11 @@ from proxy.destinations.http.egeria import EgeriaTarget
 from proxy.destinations.http.generic import GenericHttpTarget
 from proxy.destinations.http.marquez import MarquezTarget
 from proxy.destinations.retry_config import RetryConfig
-from tests.doubles.datahub_double import DataHubDouble
-from tests.doubles.egeria_double import EgeriaDouble
-from tests.doubles.marquez_double import MarquezDouble
-from tests.doubles.target_double import TargetDouble
-from tests.sample_events import run_event
+from tests.support.doubles.datahub_double import DataHubDouble
+from tests.support.doubles.egeria_double import EgeriaDouble
+from tests.support.doubles.marquez_double import MarquezDouble
+from tests.support.doubles.target_double import TargetDouble
+from tests.support.sample_events import run_event
 
 FAST_RETRY = RetryConfig(max_attempts=5, initial_backoff_seconds=0.001, max_backoff_seconds=0.01)
 

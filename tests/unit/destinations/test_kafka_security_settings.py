@@ -19,7 +19,7 @@ from consumers.dlq_tools import reader_settings
 from consumers.kafka_source import consumer_settings
 from proxy.config.settings import load_config
 from proxy.kafka.settings import KafkaConfig, producer_settings
-from tests.config_errors import config_refusal
+from tests.support.config_errors import config_refusal
 from tests.support.paths import REPO
 
 SECURITY: dict[str, str | int | float | bool] = {

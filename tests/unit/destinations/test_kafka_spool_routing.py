@@ -17,7 +17,7 @@ from proxy.destinations.kafka import spool_drainer as kafka_spool_module
 from proxy.destinations.kafka.destination import KafkaDestination
 from proxy.destinations.kafka.spool import Spool
 from proxy.destinations.kafka.spool_drainer import KafkaSpool
-from tests.sample_events import run_event
+from tests.support.sample_events import run_event
 from tests.support.waiting import wait_for
 
 

@@ -1,6 +1,6 @@
 """The spool on a disk that fills up, stalls or restarts mid-drain (issue 25).
 
-A real small tmpfs (mounted as root, see tests/faults/small_disk.py) makes the kernel
+A real small tmpfs (mounted as root, see tests/support/small_disk.py) makes the kernel
 refuse writes with ENOSPC; nothing fakes the error. A stalled disk cannot be made here
 without a device mapper (none in these containers), so the stall test blocks ``fsync``
 of the spool's own files on the worker thread, the way the archive's stall test does.
@@ -23,7 +23,7 @@ from proxy.destinations.kafka.spool import (
     SpoolStalled,
     decode_records,
 )
-from tests.faults.small_disk import fill, small_tmpfs
+from tests.support.small_disk import fill, small_tmpfs
 from tests.support.waiting import wait_for
 
 

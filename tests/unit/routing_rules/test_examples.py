@@ -11,8 +11,8 @@ from routing_rules.loader import load_rules_file
 from routing_rules.ruleset import Ruleset
 from routing_rules.stats import RoutingStats
 from routing_rules.transforms import REDACTED
-from tests.sample_events import dataset_event, job_event, rich_run_event, run_event
 from tests.support.paths import REPO
+from tests.support.sample_events import dataset_event, job_event, rich_run_event, run_event
 
 EXAMPLES = REPO / "routing_rules" / "examples"
 

@@ -14,7 +14,7 @@ from proxy.destinations.registry import DestinationResources
 from proxy.ingest.live_rules import LiveRules
 from proxy.support.yaml_source import ConfigError
 from routing_rules.stats import RoutingStats
-from tests.sample_events import run_event
+from tests.support.sample_events import run_event
 from tests.support.waiting import wait_for
 
 

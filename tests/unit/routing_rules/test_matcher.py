@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from routing_rules.matcher import compile_match, same_json_value
 from routing_rules.schema import Match
-from tests.sample_events import dataset_event, job_event, rich_run_event, run_event
+from tests.support.sample_events import dataset_event, job_event, rich_run_event, run_event
 
 
 def matches(match: dict[str, Any], event: dict[str, Any]) -> bool:

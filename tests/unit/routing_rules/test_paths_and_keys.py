@@ -6,7 +6,7 @@ import pytest
 
 from proxy.kafka.keys import key_function
 from proxy.openlineage.paths import MISSING, FieldPath
-from tests.sample_events import dataset_event, job_event, rich_run_event, run_event
+from tests.support.sample_events import dataset_event, job_event, rich_run_event, run_event
 
 
 def test_get_follows_mappings_and_list_indexes():

@@ -10,8 +10,8 @@ import pytest
 from proxy.cli.main import main
 from proxy.kafka.keys import key_function
 from routing_rules.transforms import REDACTED
-from tests.sample_events import rich_run_event, run_event
 from tests.support.paths import REPO
+from tests.support.sample_events import rich_run_event, run_event
 
 EXAMPLES = REPO / "routing_rules" / "examples"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from routing_rules.ruleset import Trace
 from routing_rules.stats import DEFAULT_RULE, RoutingStats
-from tests.sample_events import dataset_event, job_event, rich_run_event, run_event
+from tests.support.sample_events import dataset_event, job_event, rich_run_event, run_event
 from tests.unit.routing_rules.helpers import ruleset
 
 

@@ -10,7 +10,7 @@ from proxy.ingest.live_rules import RulesRouter
 from proxy.openlineage.repaired import Repair, RepairedEvent
 from routing_rules.ruleset import Trace
 from routing_rules.transforms import PRODUCER, REDACTED
-from tests.sample_events import dataset_event, rich_run_event, run_event
+from tests.support.sample_events import dataset_event, rich_run_event, run_event
 from tests.unit.routing_rules.helpers import ruleset
 
 

@@ -18,7 +18,7 @@ from proxy.openlineage.kinds import EventKind, event_kind
 from proxy.validation.core import EVENT_MODELS
 from proxy.validation.core_check import core_is_valid
 from proxy.validation.formats import is_uri
-from tests.sample_events import dataset_event, job_event, rich_run_event
+from tests.support.sample_events import dataset_event, job_event, rich_run_event
 
 _DELETE = object()
 

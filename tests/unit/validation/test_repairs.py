@@ -14,7 +14,7 @@ from proxy.metrics.process import ProxyMetrics
 from proxy.openlineage.repaired import RepairedEvent
 from proxy.validation import EventValidator
 from proxy.validation.repairs import REPAIR_NAMES, EventRepairer
-from tests.sample_events import dataset_event, facet, rich_run_event
+from tests.support.sample_events import dataset_event, facet, rich_run_event
 
 Setter = Callable[[dict[str, Any], str], None]
 

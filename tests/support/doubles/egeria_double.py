@@ -18,7 +18,7 @@ from __future__ import annotations
 import orjson
 from aiohttp import web
 
-from tests.doubles.target_double import TargetDouble
+from tests.support.doubles.target_double import TargetDouble
 
 __all__ = ["EgeriaDouble"]
 

@@ -35,7 +35,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from tests.doubles.target_double import TargetDouble
+from tests.support.doubles.target_double import TargetDouble
 
 __all__ = ["MarquezDouble"]
 
