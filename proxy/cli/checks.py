@@ -168,3 +168,17 @@ def add_rules_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
     test.add_argument("--config", type=Path, help="config with validation settings")
     test.add_argument("--json", action="store_true", help="one JSON object per event")
     test.set_defaults(func=_cmd_rules_test)
+
+
+def add_config_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    config_commands = commands.add_parser("config", help="check a config file without starting")
+    config_sub = config_commands.add_subparsers(
+        dest="config_command", required=True, metavar="COMMAND"
+    )
+    check = config_sub.add_parser(
+        "check",
+        help="validate config.yaml, its rules file and its consumers' targets "
+        "(exit 1 with file:line: reason if broken)",
+    )
+    check.add_argument("--config", type=Path, required=True, help="config file to check")
+    check.set_defaults(func=cmd_config_check)

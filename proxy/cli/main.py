@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import orjson
 
 from proxy import __version__
-from proxy.cli.checks import add_rules_commands, cmd_config_check
+from proxy.cli.checks import add_config_commands, add_rules_commands
 from proxy.cli.common import (
     EXIT_INVALID,
     EXIT_OK,
@@ -29,6 +29,7 @@ from proxy.cli.common import (
     with_running_embedded_broker,
     with_server_option,
 )
+from proxy.cli.completion import SHELLS
 from proxy.cli.dlq import add_dlq_commands
 from proxy.cli.editor import add_editor_commands
 from proxy.cli.replay import cmd_replay
@@ -209,21 +210,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     hash_token.set_defaults(func=_cmd_hash_token)
     add_rules_commands(commands)
-    config_commands = commands.add_parser("config", help="check a config file without starting")
-    config_sub = config_commands.add_subparsers(
-        dest="config_command", required=True, metavar="COMMAND"
-    )
-    check = config_sub.add_parser(
-        "check",
-        help="validate config.yaml, its rules file and its consumers' targets "
-        "(exit 1 with file:line: reason if broken)",
-    )
-    check.add_argument("--config", type=Path, required=True, help="config file to check")
-    check.set_defaults(func=cmd_config_check)
+    add_config_commands(commands)
     add_dlq_commands(commands)
     add_spool_commands(commands)
-    from proxy.cli.completion import SHELLS
-
     completion = commands.add_parser(
         "completion",
         help="print a shell completion script, e.g. source <(lineage-proxy completion bash)",
