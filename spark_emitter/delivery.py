@@ -364,7 +364,7 @@ class EventSender:
                 except queue.Empty:
                     break
                 self._queue.task_done()
-                if item is not _STOP:
+                if item is not _STOP and item is not _RETRY_NOW:  # markers are not events
                     left.append(item)
             for event in left:
                 if self._buffer.append(event):

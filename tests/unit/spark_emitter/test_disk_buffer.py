@@ -273,3 +273,29 @@ def test_stop_tries_again_after_a_send_under_way_when_it_began_fails(tmp_path: P
     assert _names(endpoint)[-5:] == [f"app.write_{n}" for n in range(5)]
     assert (sender.stats.sent, sender.stats.failed, sender.stats.dropped) == (5, 0, 0)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_stop_with_the_proxy_still_down_keeps_every_queued_event_on_disk(tmp_path: Path) -> None:
+    """Events queued behind a send that hangs through the whole stop: all of them end on
+    disk, with those already there. Failed (found by CI, where the sender thread lost the
+    race to the stop) on the code that handed the drain's own "retry now" marker to the
+    disk buffer as an event: a TypeError (``Object of type object is not JSON
+    serializable``) in the middle of the hand-over, and the events after it lost."""
+    endpoint = ScriptedEndpoint()
+    endpoint.script = [503] * 10_000  # down for good
+    try:
+        sender = _sender(endpoint.url, tmp_path, "app-1", retry_interval=0.05)
+        for n in range(5):
+            sender.submit(lineage_event(n))
+        wait_until(lambda: sender.stats.buffered == 5, within=60)
+        endpoint.release.clear()
+        wait_until(lambda: endpoint.held == 1, within=60)  # a retry under way, hanging
+        for n in range(5, 9):
+            sender.submit(lineage_event(n))  # queued behind it
+        closed = sender.close(timeout=1)  # the drain waits in vain; the rest goes to disk
+    finally:
+        endpoint.release.set()
+        endpoint.stop()
+    assert not closed
+    assert _lines(tmp_path) == 9
+    assert (sender.stats.failed, sender.stats.dropped) == (0, 0)
