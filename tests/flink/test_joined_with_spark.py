@@ -1,16 +1,17 @@
 """A Spark job and the Flink job meet at their Kafka topics in a real Marquez's lineage graph.
 
 The Flink job's one run (tests/flink/conftest.py) streamed topic IN → UPPER → topic OUT
-through the proxy. Then a PySpark batch job (``spark_kafka_job.py``, one JVM) copies OUT
-back into IN, with both Spark integrations on it: the official jar and the project's
-emitter, each posting to a proxy with the same rules as the Flink job's. Each side gives
-the cluster its own way: Flink reads IN by the bootstrap list and writes OUT by hostname,
-the last broker first; Spark reads OUT by address, the second broker first, and writes IN
-by hostname. Every integration names a topic by the first server it was given, so without
-the rules neither topic would be one dataset for both sides. The rules' alignment
-(``kafka-streaming.yaml``, as docs/clients/flink.md shows it) names them all as one
-namespace, so the proxy's consumer delivers into Marquez a graph where
-Spark → IN → Flink → OUT → Spark is connected, read from Marquez's lineage endpoint.
+through the proxy. Then a PySpark batch job (docs/clients/flink.md's ``kafka_copy.py``, run
+by ``spark_kafka_job.py`` in one JVM) copies OUT back into IN, with both Spark integrations
+on it: the official jar and the project's emitter, each posting to a proxy with the same
+rules as the Flink job's. Each side gives the cluster its own way: Flink reads IN by the
+bootstrap list and writes OUT by hostname, the last broker first; Spark reads OUT by
+address, the second broker first, and writes IN by hostname. Every integration names a
+topic by the first server it was given, so without the rules neither topic would be one
+dataset for both sides. The rules' alignment (``kafka-streaming.yaml``, as
+docs/clients/flink.md shows it) names them all as one namespace, so the proxy's consumer
+delivers into Marquez a graph where Spark → IN → Flink → OUT → Spark is connected, read
+from Marquez's lineage endpoint.
 
 One Marquez server (and its PostgreSQL) for this module; one Spark JVM; the Flink run is
 the directory's.
@@ -21,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -51,6 +53,18 @@ APP = "kafka_copy"
 OURS, THEIRS = "spark-emitter", "spark-jar"  # the two integrations' job namespaces
 # Both name a batch write to Kafka after the command alone, no topic appended.
 SPARK_JOB = f"{APP}.execute_save_into_data_source_command"
+
+
+PAGE = REPO / "docs" / "clients" / "flink.md"
+
+
+def spark_job(replacing: dict[str, str]) -> str:
+    """The page's ``kafka_copy.py``, each of its quoted values replaced by the test's."""
+    [code] = re.findall(r'```python title="kafka_copy.py"\n(.*?)```', PAGE.read_text(), re.S)
+    for documented, value in replacing.items():
+        assert code.count(f'"{documented}"') == 1, documented
+        code = code.replace(f'"{documented}"', json.dumps(value))
+    return str(code)
 
 
 @pytest.fixture(scope="module")
@@ -136,8 +150,14 @@ async def test_spark_and_flink_jobs_join_at_their_kafka_topics_in_marquez(
                 transport + "transports.copy.location": str(jar_copy),
             },
             "emitter": {"url": url, "api_key": TOKEN, "namespace": OURS},
-            "read": {"bootstrap": read_by, "topic": streaming.sink_topic},
-            "write": {"bootstrap": write_by, "topic": streaming.source_topic},
+            "code": spark_job(
+                {
+                    "10.0.0.12:9092,10.0.0.11:9092": read_by,
+                    "clicks.upper": streaming.sink_topic,
+                    "broker1.internal:9092": write_by,
+                    "clicks": streaming.source_topic,
+                }
+            ),
         }
         summary = await _run_spark(spec)
     assert summary["ours"]["failed"] == 0 and summary["ours"]["sent"] > 0, summary
@@ -177,7 +197,7 @@ async def test_spark_and_flink_jobs_join_at_their_kafka_topics_in_marquez(
     response = await asyncio.to_thread(
         requests.get,
         f"{marquez.url}/api/v1/lineage",
-        params={"nodeId": topic_in, "depth": "10"},
+        params={"nodeId": topic_in, "depth": "4"},
         timeout=30,
     )
     assert response.status_code == 200, response.text
