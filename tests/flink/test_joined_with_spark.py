@@ -14,8 +14,9 @@ delivers into Marquez a graph where Spark → IN → Flink → OUT → Spark is 
 from Marquez's lineage endpoint.
 
 One Marquez server (and its PostgreSQL) for this module; one Spark JVM; the Flink run is
-the directory's. Over the suite's 30 s for one test, as one test on purpose: its 35 to 75 s
-(2 cores, loaded) are mostly the Spark JVM's start and job, which any split would repeat.
+the directory's. One test on purpose: about 20 s on 2 idle cores, up to 75 s on 2 shared
+ones (over the suite's 30 s for a test), mostly the Spark JVM's start and job, which any
+split would repeat.
 """
 
 from __future__ import annotations
