@@ -81,6 +81,8 @@ else
   # the suite starts (once; later runs reuse the cache).
   scripts/flink.sh python >/dev/null
   scripts/flink.sh jars >/dev/null
+  # Spark's Kafka connector for the Spark job between the Flink job's topics (tests/flink/).
+  scripts/spark_kafka.sh >/dev/null
   workers="${LINEAGE_PROXY_TEST_WORKERS:-3}"
   selection=()
 fi

@@ -6,13 +6,24 @@ catalog: ``hive://host:port`` + ``db.table`` when a metastore is configured, els
 warehouse location + ``db.table`` (as a symlink of
 the location-named dataset). JDBC: the database's own scheme
 (``postgres://host:port`` + ``db.schema.table``, ``mysql://host:port`` + ``db.table``).
+Kafka: ``kafka://host:port`` + the topic, host:port the first server of the bootstrap list
+(as the official Spark and Flink integrations name it).
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from urllib.parse import urlsplit
 
-__all__ = ["DatasetName", "jdbc_dataset", "path_dataset", "table_symlink"]
+__all__ = [
+    "DatasetName",
+    "jdbc_dataset",
+    "kafka_datasets",
+    "kafka_topics",
+    "path_dataset",
+    "table_symlink",
+]
 
 DatasetName = tuple[str, str]
 
@@ -58,3 +69,20 @@ def jdbc_dataset(url: str, table: str) -> DatasetName:
     if database:
         name = f"{database}.{name}"
     return f"{scheme}://{parts.netloc}", name
+
+
+def kafka_datasets(bootstrap_servers: str, topics: list[str]) -> list[DatasetName]:
+    """``h1:9092,h2:9092`` + ``[t]`` → [(``kafka://h1:9092``, ``t``)]: the cluster is named by
+    the first server of the list, as it was given."""
+    first = bootstrap_servers.split(",")[0].strip()
+    return [(f"kafka://{first}", topic) for topic in topics]
+
+
+def kafka_topics(options: Mapping[str, str]) -> list[str]:
+    """The topics a Kafka source's options name: ``subscribe`` (a comma-separated list) or
+    ``assign`` (JSON, topic → partitions); none for ``subscribePattern`` (no name to give)."""
+    if subscribe := options.get("subscribe"):
+        return list(dict.fromkeys(t.strip() for t in subscribe.split(",") if t.strip()))
+    if assign := options.get("assign"):
+        return list(json.loads(assign))
+    return []

@@ -344,7 +344,7 @@ def _target_suffix(write: WriteFacts | None) -> str | None:
     """What the official integration appends: ``db_table`` when a table is created from a
     query or altered, else the last two parts of the written location with partitions
     trimmed."""
-    if write is None:
+    if write is None or not write.job_suffixed:
         return None
     if write.job_named_by_table and write.symlink is not None:
         return write.symlink[1]

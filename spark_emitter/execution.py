@@ -56,6 +56,9 @@ class WriteFacts:
     # ``db_table``; everything else (inserts, CREATE / DROP / TRUNCATE TABLE, LOAD DATA)
     # with the last two parts of the written location, as the official integration does.
     job_named_by_table: bool = False
+    # A write to a Kafka topic adds nothing to its job's name (the official integration's
+    # Kafka writes do not either).
+    job_suffixed: bool = True
     # (name, type) of a created table's columns, when no query defines them (CREATE TABLE).
     schema: list[tuple[str, str]] = field(default_factory=list)
     # A renamed table's dataset before the rename (the lifecycle facet's previousIdentifier).

@@ -19,7 +19,13 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from spark_emitter.dataset_naming import jdbc_dataset, path_dataset, table_symlink
+from spark_emitter.dataset_naming import (
+    jdbc_dataset,
+    kafka_datasets,
+    kafka_topics,
+    path_dataset,
+    table_symlink,
+)
 from spark_emitter.execution import ExecutionFacts, ReadFacts, WriteFacts
 from spark_emitter.plan import Node, parse_tree, type_name
 
@@ -100,7 +106,30 @@ def _read_relation(kind: str, relation: Any, table: Any, context: CatalogContext
         options = relation.jdbcOptions()
         dataset = jdbc_dataset(str(options.url()), str(options.tableOrQuery()))
         return ReadFacts(kind, dataset, None, "jdbc")
+    if relation_kind == "KafkaRelation":  # spark.read.format("kafka"), a batch read
+        datasets = _kafka_datasets(_private_field(relation, "sourceOptions"))
+        first = datasets[0] if datasets else None
+        return ReadFacts(kind, first, None, "kafka", more_datasets=datasets[1:])
     return ReadFacts(kind)
+
+
+def _private_field(obj: Any, name: str) -> Any:
+    """A field the JVM object keeps to itself (a Scala constructor parameter), by reflection."""
+    field = obj.getClass().getDeclaredField(name)
+    field.setAccessible(True)
+    return field.get(obj)
+
+
+def _kafka_datasets(options: Any) -> list[tuple[str, str]]:
+    """The topics a Kafka source or sink's options (a Scala map, case-insensitive) name, in
+    the cluster its ``kafka.bootstrap.servers`` names."""
+    keys = ("kafka.bootstrap.servers", "subscribe", "assign", "topic")
+    given = {key: str(value) for key in keys if (value := _option(options.get(key))) is not None}
+    servers = given.get("kafka.bootstrap.servers")
+    if servers is None:
+        return []
+    topics = [given["topic"]] if "topic" in given else kafka_topics(given)
+    return kafka_datasets(servers, topics)
 
 
 def _root_datasets(index: Any) -> list[tuple[str, str]]:
@@ -203,6 +232,13 @@ def _write(root: Any, root_node: Node, context: CatalogContext) -> tuple[Any, Wr
             lifecycle = "OVERWRITE" if _mode(root) == "Overwrite" else None
             dataset = jdbc_dataset(str(url), str(table))
             return root.query(), WriteFacts(dataset, None, lifecycle, "jdbc")
+        if _simple_name(root.dataSource()) == "KafkaSourceProvider":
+            # df.write.format("kafka") with a "topic" option: without one, each row names
+            # its own topic (a "topic" column), which only the data tells.
+            topics = _kafka_datasets(options)
+            if topics:
+                write = WriteFacts(topics[0], None, None, "kafka", job_suffixed=False)
+                return root.query(), write
         return root.query(), None
     if kind in _DIRECTORY_WRITES:  # INSERT OVERWRITE [LOCAL] DIRECTORY
         dataset = path_dataset(str(_option(root.storage().locationUri()).toString()))

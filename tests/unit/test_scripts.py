@@ -75,13 +75,14 @@ echo "$(basename "$0") $*" >> "{calls}"
 
 def _test_sh(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
     """Run scripts/test.sh in a scratch copy where every script and tool it calls (venv.sh,
-    deploy_tools.sh, kafka.sh, flink.sh, ruff, mypy, lint-imports, mkdocs, python, apt-get) only
-    records how it was called; the result and those calls."""
+    deploy_tools.sh, kafka.sh, flink.sh, spark_kafka.sh, ruff, mypy, lint-imports, mkdocs,
+    python, apt-get) only records how it was called; the result and those calls."""
     project = tmp_path / "project"
     calls = tmp_path / "calls"
     (project / "scripts").mkdir(parents=True)
     shutil.copy(REPO / "scripts" / "test.sh", project / "scripts" / "test.sh")
-    stubs = [project / "scripts" / f"{n}.sh" for n in ("venv", "deploy_tools", "kafka", "flink")]
+    scripts = ("venv", "deploy_tools", "kafka", "flink", "spark_kafka")
+    stubs = [project / "scripts" / f"{n}.sh" for n in scripts]
     stubs += [project / ".venv" / "bin" / n for n in ("ruff", "mypy", "lint-imports", "mkdocs")]
     stubs += [project / ".venv" / "bin" / "python", tmp_path / "bin" / "apt-get"]
     for stub in stubs:
@@ -104,7 +105,7 @@ def test_test_sh_runs_the_whole_suite_and_with_quick_the_quick_tier_only(tmp_pat
     done, calls = _test_sh(tmp_path / "whole", "-x")
     assert done.returncode == 0, done.stderr
     assert "kafka.sh fetch" in calls
-    assert {"flink.sh python", "flink.sh jars"} <= set(calls)
+    assert {"flink.sh python", "flink.sh jars", "spark_kafka.sh "} <= set(calls)
     assert calls[-1] == "python -m pytest -n 3 --dist loadgroup -x"
 
     done, calls = _test_sh(tmp_path / "quick", "--quick", "-x")
@@ -118,7 +119,7 @@ def test_test_sh_runs_the_whole_suite_and_with_quick_the_quick_tier_only(tmp_pat
         "lint-imports",
         "mkdocs",
         "python",
-    ]  # no kafka.sh, no flink.sh: no Kafka jars, no PyFlink
+    ]  # no kafka.sh, flink.sh, spark_kafka.sh: no Kafka jars, no PyFlink, no Spark connector
     assert calls[-1] == "python -m pytest -n 6 --dist loadgroup -m not full -x"
     assert not any("chromium" in c or "postgresql" in c for c in calls)
 

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from spark_emitter.dataset_naming import jdbc_dataset, path_dataset, table_symlink
+from spark_emitter.dataset_naming import (
+    jdbc_dataset,
+    kafka_datasets,
+    kafka_topics,
+    path_dataset,
+    table_symlink,
+)
 from spark_emitter.events import AppContext, job_name, normalize_name
 from spark_emitter.execution import ExecutionFacts, WriteFacts
 
@@ -88,6 +94,27 @@ def test_table_symlinks_name_the_metastore_or_the_warehouse() -> None:
     )
 
 
+def test_kafka_topics_are_named_by_the_first_bootstrap_server() -> None:
+    # The official Spark jar's and Flink's names: kafka://{first server} + the topic.
+    assert kafka_datasets("10.0.0.2:9092, 10.0.0.1:9092", ["clicks", "views"]) == [
+        ("kafka://10.0.0.2:9092", "clicks"),
+        ("kafka://10.0.0.2:9092", "views"),
+    ]
+    assert kafka_datasets("broker1:9092", []) == []
+
+
+@pytest.mark.parametrize(
+    ("options", "topics"),
+    [
+        ({"subscribe": "clicks, views,clicks"}, ["clicks", "views"]),
+        ({"assign": '{"clicks": [0, 1], "views": [0]}'}, ["clicks", "views"]),
+        ({"subscribePattern": "click.*"}, []),
+    ],
+)
+def test_kafka_topics_of_a_sources_options(options: dict[str, str], topics: list[str]) -> None:
+    assert kafka_topics(options) == topics
+
+
 APP = AppContext(namespace="ns", app_name="sales_etl", app_run_id="r", spark_version="4.0")
 INSERT = "Execute InsertIntoHadoopFsRelationCommand"
 
@@ -129,3 +156,11 @@ def test_job_names_are_suffixed_like_the_official_job_name_builder(
     command: str, write: WriteFacts, suffix: str
 ) -> None:
     assert _job(command, write) == f"sales_etl.{normalize_name(command)}.{suffix}"
+
+
+def test_a_kafka_write_adds_no_topic_to_its_job_name() -> None:
+    # As the official jar names it: sales_etl.execute_save_into_data_source_command.
+    write = WriteFacts(("kafka://broker1:9092", "clicks.upper"), data_source="kafka")
+    write.job_suffixed = False
+    command = "Execute SaveIntoDataSourceCommand"
+    assert _job(command, write) == "sales_etl.execute_save_into_data_source_command"
