@@ -153,6 +153,24 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def thread_cpu_seconds(pid: int) -> dict[str, float]:
+    """CPU seconds so far per thread kind of the process: its threads by name, digits
+    dropped (librdkafka's ``rdk:broker1``..``3`` are one kind; the main thread is the
+    process's own name)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    kinds: dict[str, float] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:  # the thread ended meanwhile
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat.rsplit(")", 1)[1].split()
+        kind = name.rstrip("0123456789") or name
+        kinds[kind] = kinds.get(kind, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return kinds
+
+
 def wait_idle(pid: int, timeout: float = 60) -> float:
     """The process's CPU seconds once it has gone idle (under 5% of a core for 0.4 s)."""
     deadline = time.monotonic() + timeout
@@ -222,10 +240,18 @@ def measure(
         # wrk stops with requests in flight that the server still works on: measure from
         # idle to idle, per event the server answered (not per response wrk counted).
         cpu_before = wait_idle(process.pid)
+        # What the server burns with no load (pollers, timers, readiness checks): spread
+        # over the events of a slow run it is part of their cost.
+        idle_before, idle_started = cpu_seconds(process.pid), time.monotonic()
+        time.sleep(2)
+        idle_cpu = (cpu_seconds(process.pid) - idle_before) / (time.monotonic() - idle_started)
+        threads_before = thread_cpu_seconds(process.pid)
+        cpu_before = cpu_seconds(process.pid)
         served_before = served_events(base)
         stats = run_wrk(base + path, body, args.seconds, connections)
         cpu = wait_idle(process.pid) - cpu_before
         served = served_events(base) - served_before
+        threads_after = thread_cpu_seconds(process.pid)
         rss = peak_rss_mib(process.pid)
     finally:
         process.terminate()
@@ -236,6 +262,14 @@ def measure(
         "requests_per_s": round(requests_per_s, 1),
         # The server's CPU per event: on a shared machine far steadier than events/s.
         "cpu_us_per_event": round(cpu / max(served, 1) * 1e6, 1),
+        # The same split by thread kind: the event loop (the process's name), the Kafka
+        # poll thread, librdkafka's own (rdk:broker, rdk:main), the archive's writers.
+        "cpu_us_per_event_by_thread": {
+            kind: round((seconds - threads_before.get(kind, 0.0)) / max(served, 1) * 1e6, 1)
+            for kind, seconds in sorted(threads_after.items())
+            if seconds - threads_before.get(kind, 0.0) > 0
+        },
+        "idle_cpu_percent": round(idle_cpu * 100, 2),
         "events_served": served,
         "p50_ms": round(stats["p50_us"] / 1000, 3),
         "p99_ms": round(stats["p99_us"] / 1000, 3),

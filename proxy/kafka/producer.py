@@ -5,6 +5,16 @@ librdkafka reports deliveries from ``poll()``; a small thread polls and hands ea
 back to the event loop with ``call_soon_threadsafe``, so the loop never blocks on Kafka
 and concurrent requests share the producer's batches (``linger.ms``). What one
 destination adds (message keys, headers, the spool) is :mod:`proxy.destinations.kafka.destination`.
+
+Keyed messages wait here, per partition, while librdkafka could not send them anyway: its
+idempotent producer creates a partition's next ProduceRequest only while fewer than
+:data:`PARTITION_WINDOW` of the partition's messages are in flight, and a batch that has
+lingered ``linger.ms`` but may not be sent makes the partition's broker thread poll its
+socket with a zero timeout until the acknowledgement comes — a busy loop for as long as the
+broker takes to acknowledge (on a replicated cluster, milliseconds per request; that loop
+was most of the proxy's extra CPU per event there). Held back in Python until the window
+has room, a partition's messages leave together in the next request, as they would have,
+without the spinning. See docs/contributing/benchmark-history.md (issue 41).
 """
 
 from __future__ import annotations
@@ -15,6 +25,7 @@ import functools
 import logging
 import threading
 import time
+import zlib
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -66,6 +77,15 @@ class KafkaProducer:
         # one has since start. A TCP connect is no answer: a frozen broker accepts those.
         self.answered_at: float | None = None
         self.started_at = time.time()
+        # Partitions per topic, from the metadata of the last readiness check (see
+        # cluster_reachable); a topic not in it is not held back (see _lane_of).
+        self._partition_counts: dict[str, int] = {}
+        # Holding back by partition needs to know a key's partition: librdkafka's default
+        # partitioner (consistent_random: CRC-32 of the key modulo the partition count).
+        self._holds_back = settings.get("partitioner", "consistent_random") in (
+            "consistent_random",
+            "consistent",
+        )
 
     def start(self) -> None:
         self._current = self._new_generation()
@@ -133,6 +153,7 @@ class KafkaProducer:
         generation: _Generation,
         sends: _Sends,
         index: int,
+        lane: _Lane | None,
         err: KafkaError | None,
         msg: Message,
     ) -> None:
@@ -145,7 +166,7 @@ class KafkaProducer:
             generation.last_timed_out = self.last_timed_out = time.monotonic()
         elif _breaks_producer(err):
             generation.fatal = generation.fatal or err
-        self._reports.append((generation, sends, index, err, msg))
+        self._reports.append((generation, sends, index, lane, err, msg))
 
     def _replace(self, old: _Generation) -> None:
         """Swap in a new librdkafka producer; fail what the old one held as retriable."""
@@ -182,7 +203,7 @@ class KafkaProducer:
         while self._reports:
             batch.append(self._reports.popleft())
         try:
-            self._loop.call_soon_threadsafe(_settle_all, batch)
+            self._loop.call_soon_threadsafe(self._settle_all, batch)
         except RuntimeError:
             log.warning("event loop closed with %d delivery reports unread", len(batch))
 
@@ -217,22 +238,23 @@ class KafkaProducer:
         loop = self._loop = self._loop or asyncio.get_running_loop()
         sends = _Sends(loop.create_future(), len(messages))
         deadline: float | None = None
+        lane_of = self._lane_of
         for index, (value, key, headers) in enumerate(messages):
             while True:
                 generation = self._current
                 if generation.fatal is not None or generation.producer is None:
                     sends.settle(index, KafkaException(_REPLACING))
                     break
-                try:
-                    generation.producer.produce(
-                        topic,
-                        value=value,
-                        key=key,
-                        # A copy: librdkafka's list type (str values too) cannot take ours.
-                        headers=list(headers) if headers is not None else None,
-                        on_delivery=functools.partial(self._on_delivery, generation, sends, index),
-                    )
+                lane = lane_of(generation, topic, key)
+                if lane is not None and (lane.held or lane.in_flight >= PARTITION_WINDOW):
+                    # librdkafka could not send it before an acknowledgement either:
+                    # wait here, in order behind the partition's other held messages.
+                    lane.held.append((topic, value, key, headers, sends, index))
+                    generation.holding.add(lane)
                     generation.pending.add(sends)
+                    break
+                try:
+                    self._hand_over(generation, lane, topic, value, key, headers, sends, index)
                     break
                 except BufferError:
                     # Local queue full: wait for reports to drain it, within the delivery
@@ -261,6 +283,92 @@ class KafkaProducer:
                     timer.cancel()
         return sends.outcomes  # type: ignore[return-value]  # every one settled by now
 
+    def _lane_of(self, generation: _Generation, topic: str, key: str | None) -> _Lane | None:
+        """The partition ``key`` goes to, as librdkafka's partitioner picks it; None for
+        messages not held back (no key, a topic whose partitions are not known yet, a
+        partitioner of the user's)."""
+        if key is None or not self._holds_back:
+            return None
+        count = self._partition_counts.get(topic)
+        if not count:
+            return None
+        # A stale count (partitions added since the last check) holds back the wrong
+        # partition for a second at most, costing only the spinning this avoids; while
+        # the count stands a key always maps to one lane, so its messages keep their order
+        # (as in librdkafka, a key's partition changes when partitions are added).
+        partition = zlib.crc32(key.encode()) % count
+        lane = generation.lanes.get((topic, partition))
+        if lane is None:
+            lane = generation.lanes[(topic, partition)] = _Lane()
+        return lane
+
+    def _hand_over(
+        self,
+        generation: _Generation,
+        lane: _Lane | None,
+        topic: str,
+        value: bytes,
+        key: str | None,
+        headers: Sequence[tuple[str, bytes | None]] | None,
+        sends: _Sends,
+        index: int,
+    ) -> None:
+        """Give one message to librdkafka (BufferError, KafkaException as produce())."""
+        assert generation.producer is not None
+        generation.producer.produce(
+            topic,
+            value=value,
+            key=key,
+            # A copy: librdkafka's list type (str values too) cannot take ours.
+            headers=list(headers) if headers is not None else None,
+            on_delivery=functools.partial(self._on_delivery, generation, sends, index, lane),
+        )
+        generation.pending.add(sends)
+        if lane is not None:
+            lane.in_flight += 1
+
+    def _settle_all(self, reports: list[_Report]) -> None:
+        """Settle delivery reports (event loop), then send what partitions held back."""
+        for generation, sends, index, lane, err, msg in reports:
+            sends.settle(index, msg if err is None else KafkaException(err))
+            if sends.left == 0:
+                generation.pending.discard(sends)
+            if lane is not None:
+                lane.in_flight -= 1
+        current = self._current
+        if current is not None and current.holding:
+            self._release(current)
+
+    def _release(self, generation: _Generation) -> None:
+        """Hand held messages to librdkafka, all of a partition's at once (one request),
+        for every partition whose window has room again."""
+        if generation.fatal is not None or generation.producer is None:
+            return  # failed with the generation's other messages when it is replaced
+        for lane in list(generation.holding):
+            if lane.in_flight >= PARTITION_WINDOW:
+                continue
+            held = lane.held
+            while held:
+                topic, value, key, headers, sends, index = held[0]
+                if sends.outcomes[index] is not None:  # expired or failed meanwhile
+                    if sends.left == 0:
+                        generation.pending.discard(sends)
+                else:
+                    try:
+                        self._hand_over(generation, lane, topic, value, key, headers, sends, index)
+                    except BufferError:
+                        return  # librdkafka's queue is full: again at the next reports
+                    except KafkaException as exc:
+                        err: KafkaError = exc.args[0]
+                        if _breaks_producer(err):
+                            generation.fatal = generation.fatal or err
+                            exc = KafkaException(_REPLACING)
+                        sends.settle(index, exc)
+                held.popleft()
+                if generation.fatal is not None:
+                    return
+            generation.holding.discard(lane)
+
     def admin_client(self) -> AdminClient:
         """An admin client of the producer's cluster, with its connection and security
         settings."""
@@ -273,10 +381,16 @@ class KafkaProducer:
         if current is None or current.producer is None or not self.healthy:
             return False
         try:
-            current.producer.list_topics(timeout=timeout)
+            metadata = current.producer.list_topics(timeout=timeout)
         except KafkaException:
             return False
         self.answered_at = time.time()
+        # Where keyed messages go (see _lane_of): learnt from this answer, a second old.
+        self._partition_counts = {
+            name: len(topic.partitions)
+            for name, topic in metadata.topics.items()
+            if topic.error is None and topic.partitions
+        }
         return True
 
     def has_topic(self, topic: str, timeout: float = 10.0) -> bool:
@@ -319,9 +433,12 @@ class KafkaProducer:
                     raise
 
     def queued(self) -> int:
-        """Messages the producer holds that the broker has not confirmed yet."""
+        """Messages the producer holds that the broker has not confirmed yet (held back
+        by partition or in librdkafka)."""
         current = self._current
-        return len(current.producer) if current is not None and current.producer else 0
+        if current is None or current.producer is None:
+            return 0
+        return len(current.producer) + sum(len(lane.held) for lane in current.holding)
 
     def flush(self, timeout: float) -> int:
         """Blocking: wait for outstanding deliveries; returns how many are still queued."""
@@ -338,7 +455,10 @@ class KafkaProducer:
         self._current = None
 
 
-_Report = tuple["_Generation", "_Sends", int, "KafkaError | None", "Message"]
+_Report = tuple["_Generation", "_Sends", int, "_Lane | None", "KafkaError | None", "Message"]
+# librdkafka's RD_KAFKA_IDEMP_MAX_INFLIGHT: an idempotent producer creates a partition's
+# next ProduceRequest only while fewer of the partition's messages are in flight.
+PARTITION_WINDOW = 5
 _REPLACING = KafkaError(
     KafkaError._FATAL, "Kafka producer is being replaced after a fatal error", retriable=True
 )
@@ -392,12 +512,29 @@ class _Generation:
     fatal: KafkaError | None = None
     # Sends with messages handed to this producer and not all settled (event loop only).
     pending: set[_Sends] = field(default_factory=set)
+    # Per (topic, partition): its messages in librdkafka and those held back (loop only).
+    lanes: dict[tuple[str, int], _Lane] = field(default_factory=dict)
+    # Lanes with held messages.
+    holding: set[_Lane] = field(default_factory=set)
     last_delivered: float = field(default_factory=time.monotonic)
     last_timed_out: float = 0.0
 
     def stalled(self, now: float, seconds: float) -> bool:
         """Messages keep timing out and none was delivered for ``seconds``."""
         return self.last_timed_out > self.last_delivered and now - self.last_delivered > seconds
+
+
+_Held = tuple[str, bytes, "str | None", "Sequence[tuple[str, bytes | None]] | None", "_Sends", int]
+
+
+@dataclass(eq=False, slots=True)
+class _Lane:
+    """One partition of one producer generation (event loop only): how many of its
+    messages librdkafka has not reported yet, and those held back until fewer than
+    :data:`PARTITION_WINDOW` are."""
+
+    in_flight: int = 0
+    held: deque[_Held] = field(default_factory=deque)
 
 
 class _Sends:
@@ -429,15 +566,11 @@ class _Sends:
         self.fail_unsettled(KafkaException(timed_out))
 
 
-def _settle_all(reports: list[_Report]) -> None:
-    for generation, sends, index, err, msg in reports:
-        sends.settle(index, msg if err is None else KafkaException(err))
-        if sends.left == 0:
-            generation.pending.discard(sends)
-
-
 def _fail_pending(generation: _Generation) -> None:
     """Fail, as retriable, deliveries a replaced producer never reported."""
     for sends in generation.pending:
         sends.fail_unsettled(KafkaException(_REPLACING))
     generation.pending.clear()
+    for lane in generation.holding:
+        lane.held.clear()
+    generation.holding.clear()
