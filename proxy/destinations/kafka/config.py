@@ -3,13 +3,14 @@ producer settings on top of config.yaml's ``kafka:`` (:mod:`proxy.kafka.settings
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
 from proxy.destinations.config import DestinationConfigBase, DryRunDefaults
 from proxy.destinations.retry_config import RetryConfig
-from proxy.kafka.keys import key_function
+from proxy.kafka.keys import KeyFunction, key_function
 from proxy.kafka.settings import refuse_weaker_durability
 
 __all__ = ["KafkaDestinationConfig"]
@@ -54,4 +55,9 @@ class KafkaDestinationConfig(DestinationConfigBase):
         return self.retry
 
     def dry_run(self, event: dict[str, Any], defaults: DryRunDefaults) -> dict[str, Any]:
-        return {"topic": self.topic or defaults.topic, "key": key_function(self.key)(event)}
+        return {"topic": self.topic or defaults.topic, "key": self._key_for(event)}
+
+    @functools.cached_property
+    def _key_for(self) -> KeyFunction:
+        # Parsed once per destination, not once per dry-run event.
+        return key_function(self.key)

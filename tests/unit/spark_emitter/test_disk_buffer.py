@@ -54,6 +54,19 @@ def _said_at_stop(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
     ]
 
 
+def _retry_held(endpoint: ScriptedEndpoint, directory: Path) -> EventSender:
+    """A sender whose 5 events wait on disk (``endpoint`` answering 503 to everything),
+    with a retry of them under way and held by ``endpoint`` until its ``release``."""
+    endpoint.script = [503] * 10_000  # down: every request fails, after its one retry too
+    sender = _sender(endpoint.url, directory, "app-1", retry_interval=0.05)
+    for n in range(5):
+        sender.submit(lineage_event(n))
+    wait_until(lambda: sender.stats.buffered == 5, within=60)
+    endpoint.release.clear()
+    wait_until(lambda: endpoint.held == 1, within=60)
+    return sender
+
+
 def _names(endpoint: ScriptedEndpoint) -> list[str]:
     return [body["job"]["name"] for _, _, body in endpoint.received]
 
@@ -252,14 +265,8 @@ def test_stop_tries_again_after_a_send_under_way_when_it_began_fails(tmp_path: P
     every event arrives. Failed on the old code (close did not wait at all with events on
     disk) and on a first fix that ended the drain at any failure during it."""
     endpoint = ScriptedEndpoint()
-    endpoint.script = [503] * 10_000  # down: every request fails, after its one retry too
     try:
-        sender = _sender(endpoint.url, tmp_path, "app-1", retry_interval=0.05)
-        for n in range(5):
-            sender.submit(lineage_event(n))
-        wait_until(lambda: sender.stats.buffered == 5, within=60)
-        endpoint.release.clear()
-        wait_until(lambda: endpoint.held == 1, within=60)  # a retry under way, held
+        sender = _retry_held(endpoint, tmp_path)
         endpoint.script = [503, 503]  # it fails (and its own retry); then the proxy is back
         closed: list[bool] = []
         stopping = threading.Thread(target=lambda: closed.append(sender.close(timeout=30)))
@@ -282,14 +289,8 @@ def test_stop_with_the_proxy_still_down_keeps_every_queued_event_on_disk(tmp_pat
     disk buffer as an event: a TypeError (``Object of type object is not JSON
     serializable``) in the middle of the hand-over, and the events after it lost."""
     endpoint = ScriptedEndpoint()
-    endpoint.script = [503] * 10_000  # down for good
     try:
-        sender = _sender(endpoint.url, tmp_path, "app-1", retry_interval=0.05)
-        for n in range(5):
-            sender.submit(lineage_event(n))
-        wait_until(lambda: sender.stats.buffered == 5, within=60)
-        endpoint.release.clear()
-        wait_until(lambda: endpoint.held == 1, within=60)  # a retry under way, hanging
+        sender = _retry_held(endpoint, tmp_path)  # the proxy stays down, the retry hangs
         for n in range(5, 9):
             sender.submit(lineage_event(n))  # queued behind it
         closed = sender.close(timeout=1)  # the drain waits in vain; the rest goes to disk
