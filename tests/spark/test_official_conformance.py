@@ -99,11 +99,18 @@ def test_create_truncate_rename_and_drop_match_the_official_lifecycle_events(
 ) -> None:
     # spark_create_table.py, spark_truncate_table.py, spark_alter_table.py and
     # spark_drop_table.py (Spark 4 makes these data source tables, Hive support or not).
-    spark.sql("CREATE TABLE conf_created (a string, b string) USING parquet")
-    spark.sql("TRUNCATE TABLE conf_created")
-    spark.sql("ALTER TABLE conf_created RENAME TO conf_renamed")
-    spark.sql("DROP TABLE conf_renamed")
-    settle(emitter)
+    # Each statement settles before the next: Spark's listener bus runs behind the session,
+    # and a table's description is read from the catalog when the listener gets to it, so
+    # without the wait the rename could be read after the DROP took the table away (the
+    # official integration reads the catalog the same way).
+    for statement in (
+        "CREATE TABLE conf_created (a string, b string) USING parquet",
+        "TRUNCATE TABLE conf_created",
+        "ALTER TABLE conf_created RENAME TO conf_renamed",
+        "DROP TABLE conf_renamed",
+    ):
+        spark.sql(statement)
+        settle(emitter)
     warehouse = _warehouse(spark)
     created, renamed = str(warehouse / "conf_created"), str(warehouse / "conf_renamed")
 
