@@ -72,6 +72,8 @@ LaneKey = tuple[str, int, bytes | int | None]
 
 # Deliveries a lane makes in a row once it holds one of the `concurrency` slots.
 _TURNS_PER_SLOT = 8
+# Questions to the brokers of where the merged partitions end are at least this far apart.
+_ASK_WATERMARKS_EVERY = 0.05
 
 
 @dataclass
@@ -174,6 +176,10 @@ class ConsumerDaemon:
         self._copies = CopyFilter()
         self._ordered: dict[asyncio.Task[None], Partition] = {}
         self._scheduler: asyncio.Task[None] | None = None
+        # The question to the brokers of where the merged partitions end, while one is
+        # out, and when the last was asked (see _ask_watermarks).
+        self._asking: asyncio.Task[None] | None = None
+        self._asked_at = float("-inf")
         self._wake = asyncio.Event()
         # Set when a delivery may have moved a commit point (see _commit_as_delivered).
         self._moved = asyncio.Event()
@@ -274,9 +280,10 @@ class ConsumerDaemon:
             self._release(self._ahead.drop_all())
         await self._finish([lane.task for lane in self._lanes.values() if lane.task is not None])
         await self._finish(list(self._ordered))
-        if self._scheduler is not None:
-            self._scheduler.cancel()
-            await asyncio.gather(self._scheduler, return_exceptions=True)
+        for task in (self._scheduler, self._asking):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         with contextlib.suppress(Exception):
             await self._commit()
         await self.source.close()
@@ -443,10 +450,31 @@ class ConsumerDaemon:
                 task.add_done_callback(self._ordered.pop)
             if started:
                 continue
+            if reorder.wants_watermarks and self._asking is None:
+                self._asking = asyncio.create_task(self._ask_watermarks(reorder))
             self._wake.clear()
             wait = None if self._ahead.full else reorder.wait_seconds(now)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), wait)
+
+    async def _ask_watermarks(self, reorder: ReorderBuffer) -> None:
+        """Ask the brokers where the merged partitions end (answered through
+        :meth:`watermarks`, which wakes the scheduler); at most once per
+        ``_ASK_WATERMARKS_EVERY``, so that a trickle over idle partitions does not ask
+        after every record. Whatever happens, the answer's time is reported: a question
+        that failed leaves the window to decide, as before it was asked."""
+        try:
+            await asyncio.sleep(max(0.0, self._asked_at + _ASK_WATERMARKS_EVERY - time.monotonic()))
+            asked_at = time.monotonic()
+            try:
+                highs, asked_at = await self.source.fresh_watermarks(reorder.partitions())
+            except Exception as exc:  # the brokers unreachable, a client that failed
+                log.debug("high watermarks not known: %s", exc)
+                highs = {}
+            self._asked_at = asked_at
+            self.watermarks(highs, asked_at)
+        finally:
+            self._asking = None
 
     async def _deliver_in_order(
         self, message: Message, event: dict[str, Any] | None, names: frozenset[str]
@@ -616,10 +644,10 @@ class ConsumerDaemon:
             for tracker, point in points.values():
                 tracker.committed_at(point)
 
-    def watermarks(self, highs: dict[Partition, int]) -> None:
+    def watermarks(self, highs: dict[Partition, int], asked_at: float | None = None) -> None:
         self._highs.update(highs)
         if self._reorder is not None:
-            self._reorder.watermarks(highs)
+            self._reorder.watermarks(highs, asked_at)
             self._wake.set()
         for (topic, partition), lag in self._lags().items():
             self.metrics.set_lag(topic, partition, lag)

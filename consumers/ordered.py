@@ -14,7 +14,11 @@ order the lanes ran. For such a target the daemon delivers in *acknowledgement o
    reorder window (a partition with nothing new must not hold the others back). A
    partition known to hold records not fetched yet (its high watermark ahead of the next
    offset to fetch: a backlog whose fetch lags) holds the others past the window, for up
-   to ``max_hold_seconds``, while the buffer has room.
+   to ``max_hold_seconds``, while the buffer has room. A record goes by the window only
+   once the brokers were asked for the high watermarks after it came
+   (:attr:`ReorderBuffer.wants_watermarks`): an event acknowledged before this record was
+   written is below its partition's high watermark by then, so a partition whose fetch
+   merely runs late (a busy broker, a loaded machine) is waited for, not overtaken.
 2. :class:`ConflictGate` lets records that share nothing run side by side: an event
    starts only when no earlier event — in flight, or still waiting — names the same run,
    job, dataset or (the first time one is seen) namespace. Events that touch the same
@@ -70,6 +74,11 @@ class ReorderBuffer:
         # Per partition: the next offset to fetch (None: not known) and the high watermark.
         self._next: dict[Partition, int | None] = {}
         self._high: dict[Partition, int] = {}
+        # When the brokers were last asked for the high watermarks (not a cached answer):
+        # a record fetched before then may go by the window, one fetched after may not yet.
+        self._asked_at = float("-inf")
+        self.wants_watermarks = False
+        """Whether a record waits for the brokers' high watermarks (see :meth:`watermarks`)."""
         self._size = 0
         self._bytes = 0
 
@@ -90,11 +99,20 @@ class ReorderBuffer:
             if high is not None:
                 self._high[partition] = high
 
-    def watermarks(self, highs: Mapping[Partition, int]) -> None:
-        """The partitions' high watermarks as last fetched."""
+    def watermarks(self, highs: Mapping[Partition, int], asked_at: float | None = None) -> None:
+        """The partitions' high watermarks: as last fetched, or, with ``asked_at``, as the
+        brokers answered when asked at that moment (on the clock of ``add``'s ``now``;
+        whatever partitions they answered for)."""
         for partition, high in highs.items():
             if partition in self._queues:
                 self._high[partition] = max(high, self._high.get(partition, high))
+        if asked_at is not None and asked_at > self._asked_at:
+            self._asked_at = asked_at
+            self.wants_watermarks = False
+
+    def partitions(self) -> list[Partition]:
+        """The partitions merged (assigned)."""
+        return list(self._queues)
 
     def skip(self, partition: Partition, offset: int) -> None:
         """``offset`` was fetched but takes no place in the merge (finished already)."""
@@ -157,10 +175,17 @@ class ReorderBuffer:
         waited = now - fetched
         if all(queue for other, queue in self._queues.items() if other != partition):
             return message  # every other partition has a later record: nothing can overtake
+        # Whether another partition holds something earlier not fetched yet is known only
+        # from high watermarks asked for after this record came: asked for at once, the
+        # answer is in long before the window has passed.
+        unconfirmed = self._asked_at < fetched
+        if unconfirmed:
+            self.wants_watermarks = True
         if waited < self.window:
             return None
-        if waited < self.max_hold and not self.full and self._lagging(partition):
-            return None  # a partition's backlog is still being fetched
+        holding = waited < self.max_hold and not self.full
+        if holding and (unconfirmed or self._lagging(partition)):
+            return None  # not known yet, or a partition's backlog is being fetched
         return message
 
     @property

@@ -91,7 +91,17 @@ async def test_two_daemons_in_one_process_with_status_endpoints(broker, topic_wi
             await wait_for(lambda: len(datahub.events) == len(events), what="datahub events")
             # Marquez is down: its daemon holds the events back and says so.
             await _metrics_when_lag_is(session, base, len(events))
-            status, body = await _get(session, base + "/healthz")
+            # The lag shows as soon as the brokers are asked where the partitions end; the
+            # circuit opens after the failures that the breaker counts.
+            answer: tuple[int, str] = (0, "")
+
+            async def unhealthy() -> bool:
+                nonlocal answer
+                answer = await _get(session, base + "/healthz")
+                return answer[0] == 503
+
+            await wait_for(unhealthy, what="/healthz to be 503")
+            status, body = answer
             health = json.loads(body)
             assert status == 503 and health["circuit"] in ("open", "half-open")
             [problem] = health["problems"]
