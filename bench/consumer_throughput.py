@@ -70,7 +70,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.http_ingest import log, peak_rss_mib, wait_http  # noqa: E402
+from bench.http_ingest import log, peak_rss_mib, record_profile, wait_http  # noqa: E402
 from proxy.kafka.order_stamp import ORDER_HEADER, next_stamp  # noqa: E402
 from proxy.server.embedded_broker import EmbeddedBroker, free_port  # noqa: E402
 from tests.support.sample_events import rich_run_event  # noqa: E402
@@ -259,7 +259,7 @@ def run_daemon(
     try:
         wait_http(metrics_url, process)
         if profile is not None:
-            spy = _record_profile(process.pid, profile / f"daemon-{label}")
+            spy = record_profile(process.pid, profile / f"daemon-{label}")
         first: tuple[float, float, float] | None = None
         last: tuple[float, float] | None = None  # (time, delivered) of the scrape before
         while True:
@@ -324,15 +324,6 @@ def _cpu_by_thread(pid: int) -> dict[str, float]:
         key = "main" if task.name == str(pid) else name
         out[key] = out.get(key, 0.0) + seconds
     return out
-
-
-def _record_profile(pid: int, path: Path) -> subprocess.Popen[bytes]:
-    """py-spy on ``pid`` until SIGINT: a flame graph (``.svg``) and collapsed stacks."""
-    spy = REPO / ".venv" / "bin" / "py-spy"
-    command = [str(spy), "record", "--pid", str(pid), "--rate", "100", "--nonblocking"]
-    log(f"bench: py-spy → {path}.txt")
-    # py-spy talks on stdout, which is the bench's JSON.
-    return subprocess.Popen([*command, "--format", "raw", "-o", f"{path}.txt"], stdout=sys.stderr)
 
 
 def compare_archives(work: Path, bootstrap: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -402,7 +393,7 @@ def compare(
         log(f"bench: naive_poster/{label} ({n + 1}/{args.rounds}) ...")
         spy = None
         if args.py_spy is not None and n == 0:
-            spy = _record_profile(os.getpid(), args.py_spy / f"naive-{label}")
+            spy = record_profile(os.getpid(), args.py_spy / f"naive-{label}")
         try:
             naive = asyncio.run(naive_post(bootstrap, url, args.events, batch))
         finally:

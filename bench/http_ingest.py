@@ -59,6 +59,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -201,6 +202,15 @@ def served_events(base: str) -> int:
     )
 
 
+def record_profile(pid: int, path: Path) -> subprocess.Popen[bytes]:
+    """py-spy on ``pid`` until SIGINT: a flame graph (``.svg``) and collapsed stacks."""
+    spy = REPO / ".venv" / "bin" / "py-spy"
+    command = [str(spy), "record", "--pid", str(pid), "--rate", "100", "--nonblocking"]
+    log(f"bench: py-spy → {path}.txt")
+    # py-spy talks on stdout, which is the bench's JSON.
+    return subprocess.Popen([*command, "--format", "raw", "-o", f"{path}.txt"], stdout=sys.stderr)
+
+
 def run_wrk(url: str, body: Path, seconds: int, connections: int) -> dict[str, Any]:
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
         script.write(WRK_SCRIPT.replace("FRESH_REQUEST", FRESH_REQUEST))
@@ -233,6 +243,7 @@ def measure(
     log(f"bench: {name} ...")
     connections = connections or args.connections
     process = subprocess.Popen(command, env={**os.environ, **env}, cwd=REPO)
+    spy: subprocess.Popen[bytes] | None = None
     try:
         base = f"http://127.0.0.1:{port}"
         wait_http(base + "/healthz", process)
@@ -246,6 +257,8 @@ def measure(
         time.sleep(2)
         idle_cpu = (cpu_seconds(process.pid) - idle_before) / (time.monotonic() - idle_started)
         threads_before = thread_cpu_seconds(process.pid)
+        if args.py_spy is not None and name.endswith("/proxy"):
+            spy = record_profile(process.pid, args.py_spy / name.replace("/", "-"))
         cpu_before = cpu_seconds(process.pid)
         served_before = served_events(base)
         stats = run_wrk(base + path, body, args.seconds, connections)
@@ -254,6 +267,9 @@ def measure(
         threads_after = thread_cpu_seconds(process.pid)
         rss = peak_rss_mib(process.pid)
     finally:
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)  # py-spy writes its profile on SIGINT
+            spy.wait(timeout=60)
         process.terminate()
         process.wait(timeout=30)
     requests_per_s = stats["requests"] / (stats["duration_us"] / 1e6)
@@ -318,7 +334,17 @@ def main() -> int:
     parser.add_argument(
         "--bootstrap", help="host:port of a running Kafka cluster to use instead of --kafka"
     )
+    parser.add_argument(
+        "--py-spy",
+        type=Path,
+        metavar="DIR",
+        help="record py-spy profiles of the proxy (not the references) in each ingest "
+        "scenario's measured run into DIR (collapsed stacks; the sampling costs the "
+        "proxy some CPU, so such a run's figures are not for comparison)",
+    )
     args = parser.parse_args()
+    if args.py_spy is not None:
+        args.py_spy.mkdir(parents=True, exist_ok=True)
     if args.quick:
         args.seconds, args.rss_seconds = 3, 10
     wanted = set(args.scenarios.split(","))

@@ -76,6 +76,9 @@ class Accepted:
     """An event that may be delivered: as it came, or a repaired copy."""
 
     event: dict[str, Any]
+    # The event's compact JSON, when the depth check wrote it and nothing changed the
+    # event since (not repaired): the destinations' payload if no rule transforms it.
+    written: bytes | None = None
 
     @property
     def repairs(self) -> tuple[Repair, ...]:
@@ -194,8 +197,11 @@ class EventPipeline:
         # every few seconds, not one per request (the counters have the numbers).
         self._failure_log = ThrottledLog(log)
 
-    def check(self, event: Any, principal: Principal) -> Accepted | Rejection:
-        """Validate (repairing if allowed) and authorize.
+    def check(
+        self, event: Any, principal: Principal, written: bytes | None = None
+    ) -> Accepted | Rejection:
+        """Validate (repairing if allowed) and authorize; ``written``: the event's compact
+        JSON if known, kept on the :class:`Accepted` unless a repair changed the event.
 
         Rejections are counted where they become a response, once per event.
         """
@@ -211,6 +217,7 @@ class EventPipeline:
             for repair in event.repairs:
                 self.metrics.repaired.labels(repair.name).inc()
             self.repair_log.repaired(event)
+            written = None
         if (refused := principal.refusal(event)) is not None:
             pointer, namespace, scope = refused
             return Rejection(
@@ -219,21 +226,26 @@ class EventPipeline:
                 f"token {principal.name!r} may not post events for namespace {namespace!r}",
                 [{"pointer": pointer, "message": f"namespace outside the token's {scope}"}],
             )
-        return Accepted(event)
+        return Accepted(event, written)
 
-    async def deliver(self, event: dict[str, Any]) -> bool:
+    async def deliver(self, event: dict[str, Any], written: bytes | None = None) -> bool:
         """Route and deliver; raise :class:`DeliveryError` if a durable destination failed.
         True when a destination holds the event in its local spool (Kafka unreachable)."""
-        [outcome] = await self.deliver_many([event])
+        [outcome] = await self.deliver_many([event], [written])
         if isinstance(outcome, DeliveryError):
             raise outcome
         return outcome
 
-    async def deliver_many(self, events: Sequence[dict[str, Any]]) -> list[bool | DeliveryError]:
+    async def deliver_many(
+        self,
+        events: Sequence[dict[str, Any]],
+        written: Sequence[bytes | None] | None = None,
+    ) -> list[bool | DeliveryError]:
         """:meth:`deliver` for many events (a batch): per event spooled (True), stored
         (False) or why a durable destination did not take it. Each destination gets all
         of its events in one call and the request awaits one future per destination, not
-        one per event."""
+        one per event. ``written``: per event its compact JSON if known (the payload of an
+        event no rule transformed), else None."""
         outcomes: list[bool | DeliveryError] = [False] * len(events)
         routed: list[tuple[dict[str, Any], bytes]] = []
         by_destination: dict[Destination, list[int]] = {}
@@ -247,7 +259,9 @@ class EventPipeline:
             routed.append((route.event, b""))
             if not route.destinations:
                 continue
-            payload = dumps(route.event)
+            known = written[index] if written is not None else None
+            # A rule that transforms works on a copy: the same object is the same JSON.
+            payload = known if known is not None and route.event is event else dumps(route.event)
             durable = [d for d in route.destinations if d.durable]
             try:
                 _refuse_oversized(durable, route.event, payload)

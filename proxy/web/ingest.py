@@ -201,15 +201,18 @@ def could_nest_too_deep(body: bytes) -> bool:
     return body.count(b"{") + body.count(b"[") > MAX_EVENT_DEPTH
 
 
-def too_deep_at(event: Any) -> str | None:
+def too_deep_at(event: Any) -> tuple[str | None, bytes | None]:
     """The JSON pointer of the first array or object in ``event`` nested past
-    :data:`MAX_EVENT_DEPTH`, or None.
+    :data:`MAX_EVENT_DEPTH` (or None), and the event's compact JSON when the check wrote
+    it (else None).
 
     Writing the event inside two more levels is the quick test (orjson, in C, refuses
-    more than it can write); only an event it refuses is walked, without recursion.
+    more than it can write); only an event it refuses is walked, without recursion. What
+    it writes is the event's own JSON between two brackets on each side, so an event that
+    reaches a destination unchanged need not be written again.
     """
     try:
-        orjson.dumps([[event]])
+        nested = orjson.dumps([[event]])
     except orjson.JSONEncodeError:
-        return too_deep(event, MAX_EVENT_DEPTH)
-    return None
+        return too_deep(event, MAX_EVENT_DEPTH), None
+    return None, nested[2:-2]

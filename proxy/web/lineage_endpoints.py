@@ -71,19 +71,13 @@ def _checked(
     pipeline: EventPipeline, event: Any, principal: Principal, maybe_deep: bool
 ) -> Accepted | Rejection:
     """:meth:`EventPipeline.check`, after the depth check when the body calls for it."""
-    too_deep = _too_deep(event) if maybe_deep else None
-    return too_deep if too_deep is not None else pipeline.check(event, principal)
-
-
-def _too_deep(event: Any) -> Rejection | None:
-    """A 400 naming where ``event`` nests too deep to be stored, or None.
-
-    Checked before anything else looks at the event: validation, repairs, rules and
-    every destination then only ever see what the proxy can write back.
-    """
-    pointer = too_deep_at(event)
+    if not maybe_deep:
+        return pipeline.check(event, principal)
+    pointer, written = too_deep_at(event)
     if pointer is None:
-        return None
+        return pipeline.check(event, principal, written)
+    # Checked before anything else looks at the event: validation, repairs, rules and
+    # every destination then only ever see what the proxy can write back.
     return Rejection(
         400,
         RejectionReason.TOO_DEEP,
@@ -142,7 +136,7 @@ async def _post_event(request: web.Request, held: Held) -> web.Response:
     if isinstance(rejection, Accepted):
         accepted = rejection
         try:
-            spooled = await pipeline.deliver(accepted.event)
+            spooled = await pipeline.deliver(accepted.event, accepted.written)
         except DeliveryError as error:
             rejection = _delivery_failure(error)
         else:
@@ -195,7 +189,10 @@ async def _post_batch(request: web.Request, held: Held) -> web.Response:
 
     invalid = [i for i, r in failures.items() if r.reason is RejectionReason.INVALID]
     # Every valid event in one go: one future per destination for the whole request.
-    deliveries = pipeline.deliver_many([accepted.event for accepted in valid.values()])
+    deliveries = pipeline.deliver_many(
+        [accepted.event for accepted in valid.values()],
+        [accepted.written for accepted in valid.values()],
+    )
     if invalid:
         outcomes, _ = await asyncio.gather(
             deliveries,

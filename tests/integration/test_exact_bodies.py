@@ -10,8 +10,9 @@ import orjson
 import pytest
 from aiohttp import ClientSession
 
+from proxy.web.ingest import MAX_EVENT_DEPTH
 from tests.support.kafka_reader import read_topic
-from tests.support.sample_events import facet, run_event
+from tests.support.sample_events import facet, rich_run_event, run_event
 
 pytestmark = pytest.mark.integration
 
@@ -83,3 +84,43 @@ async def test_compressed_body_with_data_we_cannot_account_for_is_400(
     async with start_proxy() as url:
         status, answer = await post(f"{url}/api/v1/lineage", body, **{"Content-Encoding": encoding})
     assert (status, answer["reason"]) == (400, "bad_encoding"), answer
+
+
+async def test_a_batch_checked_for_depth_lands_byte_for_byte_with_transforms_and_repairs_applied(
+    start_proxy, broker, topic, tmp_path
+):
+    # A body with more brackets than an event may nest levels is checked for depth by
+    # writing each event; that JSON becomes the payload of an event nothing changes, but
+    # never of one a rule transformed or a repair changed, nor of one orjson cannot write.
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(
+        "version: 1\n"
+        "destinations:\n  kafka: {kind: kafka, key: run}\n"
+        "rules:\n"
+        "  - name: redact-sql\n"
+        "    match: {job_namespace: team-t}\n"
+        "    transform: [{redact: [job.facets.sql.query]}]\n"
+        "    to: [kafka]\n"
+        "default: {to: [kafka]}\n"
+    )
+    plain = [rich_run_event(name=f"plain-{i}") for i in range(20)]
+    transformed = rich_run_event(namespace="team-t", name="transformed")
+    transformed["job"]["facets"]["sql"] = facet("SQLJobFacet", query="SELECT secret FROM t")
+    repaired = rich_run_event(name="repaired")
+    repaired["inputs"][0]["facets"]["dataSource"]["uri"] = "/data/orders.csv"
+    big = event_with_big_integers()
+    batch = [*plain, transformed, repaired, big]
+    body = orjson.dumps(batch[:-1])[:-1] + b"," + json.dumps(big).encode() + b"]"
+    assert body.count(b"{") + body.count(b"[") > MAX_EVENT_DEPTH  # the depth check runs
+    async with start_proxy(routing={"rules": rules}) as url:
+        status, answer = await post(f"{url}/api/v1/lineage/batch", body)
+    assert (status, answer["summary"]["successful"]) == (200, len(batch)), answer
+    records = read_topic(broker.bootstrap_servers, topic, expect=len(batch))
+    by_job = {orjson.loads(r.value)["job"]["name"]: r.value for r in records}
+    for event in plain:
+        assert by_job[event["job"]["name"]] == orjson.dumps(event)
+    assert b"SELECT secret" not in by_job["transformed"]
+    assert orjson.loads(by_job["repaired"])["inputs"][0]["facets"]["dataSource"]["uri"] == (
+        "file:///data/orders.csv"
+    )
+    assert json.loads(by_job[big["job"]["name"]]) == big
