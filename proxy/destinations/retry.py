@@ -217,18 +217,22 @@ async def deliver_with_retries(
             events_fault = False
             if not exc.retriable:
                 if breaker is not None and not isinstance(exc, Unfit):
+                    probe = False
                     breaker.record_success()  # the target answered; the event is at fault
             elif event is not None and await _events_fault(event, healthy):
                 assert breaker is not None
                 events_fault = True
                 counted += 1
                 if probe:
+                    probe = False
                     breaker.release_probe()  # another caller may show the target works
                 if event.used_up:
                     event.give_up(exc)
                     raise
-            elif breaker is None or breaker.record_failure():
-                counted += 1
+            else:
+                probe = False  # its failure is reported: a failed probe reopens the circuit
+                if breaker is None or breaker.record_failure():
+                    counted += 1
             if verdict(exc, counted, config) is Verdict.GIVE_UP:
                 raise
             if (
@@ -244,15 +248,19 @@ async def deliver_with_retries(
             if on_retry is not None:
                 on_retry(exc, counted, delay)
             await asyncio.sleep(delay)
-        except BaseException:
-            if probe and breaker is not None:
-                breaker.release_probe()
-            raise
         else:
             if breaker is not None:
+                probe = False
                 breaker.delivered += 1
                 breaker.record_success()
             return result
+        finally:
+            # The probe ended with no outcome reported: cancelled (a rebalance cancels the
+            # deliveries still waiting on a down target) or raised — in the handler above
+            # too, while the health check ran (a failed probe's outcome is reported only
+            # after it). Unreleased, every other caller would wait for its outcome for ever.
+            if probe and breaker is not None:
+                breaker.release_probe()
 
 
 async def _events_fault(

@@ -8,6 +8,7 @@ import asyncio
 import pytest
 
 from proxy.destinations import DeliveryError, Destination
+from proxy.destinations.base import Unfit
 from proxy.destinations.retry import (
     BreakerConfig,
     CircuitBreaker,
@@ -185,6 +186,50 @@ async def test_a_cancelled_probe_lets_another_caller_probe():
     assert down.state is CircuitState.HALF_OPEN
     probe.cancel()
     await asyncio.gather(probe, return_exceptions=True)
+    assert down.state is CircuitState.OPEN
+    next_caller = deliver_with_retries(Flaky(0, RETRIABLE), FAST, breaker=down)
+    assert await asyncio.wait_for(next_caller, 1) == "ok"
+
+
+async def test_a_probe_cancelled_during_its_health_check_lets_another_caller_probe():
+    """A failed probe's outcome is reported only after the health check that says whether
+    the failure was the event's; cancelled meanwhile (a rebalance cancels the deliveries
+    waiting on a down target), it must still let go of the probe. Seen in
+    test_rebalance_while_the_target_is_down_hands_waiting_events_over_once: the old
+    owner's breaker stayed half-open for ever and its partitions were never delivered."""
+    down = breaker(threshold=1, open_seconds=0.01)
+    down.record_failure()
+    checking = asyncio.Event()
+
+    async def down_health() -> bool:
+        checking.set()
+        await asyncio.Event().wait()  # a slow health check: cancelled before it answers
+        return False
+
+    probe = asyncio.create_task(
+        deliver_with_retries(
+            Flaky(1, RETRIABLE),
+            FAST.until_delivered(),
+            breaker=down,
+            failing_bound=5,
+            healthy=down_health,
+        )
+    )
+    await asyncio.wait_for(checking.wait(), 1)
+    assert down.state is CircuitState.HALF_OPEN
+    probe.cancel()
+    await asyncio.gather(probe, return_exceptions=True)
+    assert down.state is CircuitState.OPEN
+    next_caller = deliver_with_retries(Flaky(0, RETRIABLE), FAST, breaker=down)
+    assert await asyncio.wait_for(next_caller, 1) == "ok"
+
+
+async def test_a_probe_the_adapter_finds_unfit_lets_another_caller_probe():
+    # Unfit says nothing about the target: the probe is released, not reported.
+    down = breaker(threshold=1, open_seconds=0.01)
+    down.record_failure()
+    with pytest.raises(Unfit):
+        await deliver_with_retries(Flaky(1, Unfit("t", "a JobEvent")), FAST, breaker=down)
     assert down.state is CircuitState.OPEN
     next_caller = deliver_with_retries(Flaky(0, RETRIABLE), FAST, breaker=down)
     assert await asyncio.wait_for(next_caller, 1) == "ok"
