@@ -356,16 +356,19 @@ class Spool:
         behind."""
         if not records:
             return
+        last = records[-1]
+        self._cursor = (last.segment, last.end)
+        freed = await asyncio.to_thread(self._delete_drained)
+        self.bytes -= freed
+        # Counted out only once the cursor is on disk: whoever sees the spool empty (a
+        # stop that follows, a restart) finds it empty on disk too. Until then the keys
+        # are still held, so their next events keep queueing behind these.
         for record in records:
             spool_key = (record.topic, record.key)
             self._keys[spool_key] -= 1
             if self._keys[spool_key] <= 0:
                 del self._keys[spool_key]
         self.events -= len(records)
-        last = records[-1]
-        self._cursor = (last.segment, last.end)
-        freed = await asyncio.to_thread(self._delete_drained)
-        self.bytes -= freed
         if self.events == 0:
             self._oldest = None
             log.info("spool %s is empty again: every spooled event is in Kafka", self.directory)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 
 import pytest
@@ -116,4 +117,36 @@ async def test_close_writes_appends_still_queued_and_they_survive_a_restart(tmp_
     again = _spool(tmp_path)
     await again.open()
     assert [r.value for r in await _read_all(again)] == [b"%d" % i for i in range(50)]
+    await again.close()
+
+
+async def test_events_are_counted_out_only_once_their_cursor_is_on_disk(tmp_path: Path):
+    """Whoever sees the spool empty (a stop that follows at once, a test) must find it
+    empty on disk too. Found by CI: a drain's count reached 0 while its thread was still
+    deleting the segment, the stop came first, and a restart found all 3 events again.
+    Seen failing with the count taken before the disk work: 0 while the thread waited."""
+    spool = _spool(tmp_path)
+    await spool.open()
+    for i in range(3):
+        await spool.append("t", "run:a/b", HEADERS, f"event-{i}".encode())
+    records = await spool.read(10)
+    deleting, go_on = threading.Event(), threading.Event()
+    delete_drained = spool._delete_drained
+
+    def slow_delete() -> int:
+        deleting.set()
+        go_on.wait(10)
+        return delete_drained()
+
+    spool._delete_drained = slow_delete  # type: ignore[method-assign]
+    confirming = asyncio.create_task(spool.confirm(records))
+    assert await asyncio.to_thread(deleting.wait, 10)
+    assert spool.events == 3 and spool.holds("t", "run:a/b")  # not on disk yet
+    go_on.set()
+    await confirming
+    assert spool.events == 0 and not spool.holds("t", "run:a/b")
+    await spool.close()
+    again = _spool(tmp_path)
+    await again.open()
+    assert again.events == 0
     await again.close()
