@@ -172,6 +172,17 @@ async def test_while_open_the_breaker_paces_tries_instead_of_the_backoff():
     assert result == "ok" and all(d <= 0.02 for d in delays)
 
 
+async def _cancel_then_probe_again(probe: asyncio.Task[str], down: CircuitBreaker) -> None:
+    """Cancel ``probe`` (the half-open breaker's probe): the breaker is open again and the
+    next caller gets through as its probe."""
+    assert down.state is CircuitState.HALF_OPEN
+    probe.cancel()
+    await asyncio.gather(probe, return_exceptions=True)
+    assert down.state is CircuitState.OPEN
+    next_caller = deliver_with_retries(Flaky(0, RETRIABLE), FAST, breaker=down)
+    assert await asyncio.wait_for(next_caller, 1) == "ok"
+
+
 async def test_a_cancelled_probe_lets_another_caller_probe():
     down = breaker(threshold=1, open_seconds=0.01)
     down.record_failure()
@@ -183,12 +194,7 @@ async def test_a_cancelled_probe_lets_another_caller_probe():
 
     probe = asyncio.create_task(deliver_with_retries(never_answers, FAST, breaker=down))
     await asyncio.sleep(0.05)
-    assert down.state is CircuitState.HALF_OPEN
-    probe.cancel()
-    await asyncio.gather(probe, return_exceptions=True)
-    assert down.state is CircuitState.OPEN
-    next_caller = deliver_with_retries(Flaky(0, RETRIABLE), FAST, breaker=down)
-    assert await asyncio.wait_for(next_caller, 1) == "ok"
+    await _cancel_then_probe_again(probe, down)
 
 
 async def test_a_probe_cancelled_during_its_health_check_lets_another_caller_probe():
@@ -216,12 +222,7 @@ async def test_a_probe_cancelled_during_its_health_check_lets_another_caller_pro
         )
     )
     await asyncio.wait_for(checking.wait(), 1)
-    assert down.state is CircuitState.HALF_OPEN
-    probe.cancel()
-    await asyncio.gather(probe, return_exceptions=True)
-    assert down.state is CircuitState.OPEN
-    next_caller = deliver_with_retries(Flaky(0, RETRIABLE), FAST, breaker=down)
-    assert await asyncio.wait_for(next_caller, 1) == "ok"
+    await _cancel_then_probe_again(probe, down)
 
 
 async def test_a_probe_the_adapter_finds_unfit_lets_another_caller_probe():
